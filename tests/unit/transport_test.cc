@@ -1,0 +1,506 @@
+// transport_test: real UCX endpoints, in this process and in child processes.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <random>
+
+#include "frame.h"
+#include "peer_process.h"
+#include "test_messages.h"
+#include "transport_protocol.h"
+
+namespace jobfs {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::CallOptions;
+using transport::Endpoint;
+using transport::Worker;
+using transport::WorkerOptions;
+namespace rpc = transport::rpc;
+using namespace test;
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<Worker> make_worker(const std::string& name, const std::string& secret = "",
+                                    std::chrono::milliseconds timeout = 10s) {
+    WorkerOptions o;
+    o.name = name;
+    o.secret = secret;
+    o.call_timeout = timeout;
+    o.connect_timeout = 5s;
+    auto w = Worker::create(o);
+    EXPECT_TRUE(w.ok()) << w.status().to_string();
+    return w.ok() ? std::move(*w) : nullptr;
+}
+
+class TransportTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        server = make_worker("server", secret);
+        ASSERT_TRUE(server);
+        state = std::make_shared<TestServer>();
+        serve_test_protocol(*server, state);
+        auto p = server->listen("127.0.0.1", 0);
+        ASSERT_TRUE(p.ok()) << p.status().to_string();
+        port = *p;
+        client = make_worker("client", secret);
+        ASSERT_TRUE(client);
+        auto ep = client->connect("127.0.0.1", port);
+        ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+        conn = *ep;
+    }
+    void TearDown() override {
+        conn = {};
+        client.reset();
+        server.reset();
+    }
+
+    std::string secret = "job-42-secret";
+    std::unique_ptr<Worker> server, client;
+    std::shared_ptr<TestServer> state;
+    uint16_t port = 0;
+    Endpoint conn;
+};
+
+TEST_F(TransportTest, EchoRoundTrip) {
+    auto r = rpc::call<Echo>(conn, EchoRequest{"hello", 7});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->text, "hello");
+    EXPECT_EQ(r->seq, 7u);
+    EXPECT_EQ(r->server, "server");
+    EXPECT_EQ(conn.peer_name(), "server");
+}
+
+TEST_F(TransportTest, TenThousandRequestsWith64InFlight) {
+    constexpr int kTotal = 10000, kWindow = 64;
+    std::mutex mu;
+    std::condition_variable cv;
+    int in_flight = 0, done = 0, wrong = 0, max_in_flight = 0;
+    for (int i = 0; i < kTotal; ++i) {
+        {
+            std::unique_lock lock(mu);
+            cv.wait(lock, [&] { return in_flight < kWindow; });
+            max_in_flight = std::max(max_in_flight, ++in_flight);
+        }
+        std::string text = "m" + std::to_string(i);
+        rpc::call_async<Echo>(conn, EchoRequest{text, static_cast<uint64_t>(i)}, {},
+                              [&, i, text](Result<EchoResponse> r, size_t) {
+                                  std::lock_guard lock(mu);
+                                  if (!r.ok() || r->seq != static_cast<uint64_t>(i) || r->text != text) ++wrong;
+                                  --in_flight;
+                                  ++done;
+                                  cv.notify_all();
+                              });
+    }
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return done == kTotal; })) << done << " of " << kTotal << " completed";
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(max_in_flight, kWindow);
+    EXPECT_GE(server->stats().requests_served, static_cast<uint64_t>(kTotal));
+}
+
+TEST_F(TransportTest, Bulk256MiBIn4MiBPiecesBothWays) {
+    constexpr size_t kPiece = 4 << 20, kPieces = 64;
+    std::vector<uint8_t> buf(kPiece);
+    uint32_t sent_crc = 0, acked_crc = 0, recv_crc = 0, announced_crc = 0;
+    for (size_t i = 0; i < kPieces; ++i) {
+        fill_pattern(buf.data(), buf.size(), 1000 + i);
+        sent_crc = crc32c(buf.data(), buf.size(), sent_crc);
+        CallOptions o;
+        o.bulk_out = buf;
+        auto r = rpc::call<PutBlob>(conn, PutRequest{kPiece}, o);
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        ASSERT_EQ(r->length, kPiece);
+        // The server's checksum of what it received must be the checksum of what we sent.
+        ASSERT_EQ(r->crc, crc32c(buf.data(), buf.size()));
+        acked_crc = crc32c(buf.data(), buf.size(), acked_crc);
+    }
+    EXPECT_EQ(sent_crc, acked_crc);
+    for (size_t i = 0; i < kPieces; ++i) {
+        std::fill(buf.begin(), buf.end(), 0);
+        CallOptions o;
+        o.bulk_in = buf;
+        auto c = std::make_shared<std::promise<std::pair<Result<Checksum>, size_t>>>();
+        rpc::call_async<GetBlob>(conn, GetRequest{kPiece, 2000 + i}, o,
+                                 [c](Result<Checksum> r, size_t n) { c->set_value({std::move(r), n}); });
+        auto [r, n] = c->get_future().get();
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        ASSERT_EQ(n, kPiece);
+        std::vector<uint8_t> expect(kPiece);
+        fill_pattern(expect.data(), expect.size(), 2000 + i);
+        ASSERT_EQ(crc32c(buf.data(), buf.size()), r->crc);
+        ASSERT_TRUE(buf == expect) << "piece " << i << " differs";
+        recv_crc = crc32c(buf.data(), buf.size(), recv_crc);
+        announced_crc = crc32c(expect.data(), expect.size(), announced_crc);
+    }
+    EXPECT_EQ(recv_crc, announced_crc);
+}
+
+TEST_F(TransportTest, SmallBulkTravelsEagerly) {
+    std::vector<uint8_t> buf(1000);
+    fill_pattern(buf.data(), buf.size(), 5);
+    CallOptions o;
+    o.bulk_out = buf;
+    auto r = rpc::call<PutBlob>(conn, PutRequest{buf.size()}, o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->crc, crc32c(buf.data(), buf.size()));
+
+    std::vector<uint8_t> in(1000);
+    CallOptions oi;
+    oi.bulk_in = in;
+    auto g = conn.call(GetBlob::opcode, wire::encode(GetRequest{1000, 5}), oi);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(g->bulk_length, 1000u);
+    EXPECT_TRUE(in == buf);
+}
+
+TEST_F(TransportTest, LargeMessagesTravelOutOfLine) {
+    for (size_t size : {size_t{100}, server->max_inline_message() + 1, size_t{300 << 10}}) {
+        BigMessage m;
+        m.blob.resize(size);
+        fill_pattern(m.blob.data(), size, size);
+        auto r = rpc::call<Mirror>(conn, m);
+        ASSERT_TRUE(r.ok()) << size << ": " << r.status().to_string();
+        EXPECT_EQ(r->blob, m.blob);
+        EXPECT_EQ(r->crc, crc32c(m.blob.data(), size));
+    }
+}
+
+TEST_F(TransportTest, ErrorRepliesCarryCodeAndMessage) {
+    auto r = rpc::call<Fail>(conn, FailRequest{static_cast<int32_t>(Code::not_found), "no such file /ckpt/a"});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::not_found);
+    EXPECT_EQ(r.status().message(), "no such file /ckpt/a");
+    EXPECT_EQ(r.status().to_errno(), ENOENT);
+}
+
+TEST_F(TransportTest, UnknownOpcodeIsUnsupported) {
+    auto r = conn.call(999, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::unsupported);
+}
+
+TEST_F(TransportTest, MalformedRequestBodyGetsProtocolError) {
+    auto r = conn.call(Echo::opcode, Bytes{1, 2, 3}); // not an EchoRequest
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::protocol);
+    EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"still fine", 1}).ok());
+}
+
+TEST_F(TransportTest, DroppedCallIsAnsweredWithInternalError) {
+    auto r = rpc::call<Drop>(conn, Empty{});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::internal);
+}
+
+TEST_F(TransportTest, UnansweredCallTimesOutOnTime) {
+    CallOptions o;
+    o.timeout = 300ms;
+    auto t0 = Clock::now();
+    auto r = rpc::call<Hang>(conn, Empty{}, o);
+    auto took = Clock::now() - t0;
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::timeout);
+    EXPECT_GE(took, 300ms);
+    EXPECT_LT(took, 3s);
+    // The connection survives a timed-out call.
+    EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after", 2}).ok());
+}
+
+TEST_F(TransportTest, ReplyBulkLargerThanBufferIsTooLarge) {
+    std::vector<uint8_t> small(1000);
+    CallOptions o;
+    o.bulk_in = small;
+    auto r = rpc::call<GetBlob>(conn, GetRequest{1 << 20, 1}, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::too_large);
+    EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after", 3}).ok());
+}
+
+TEST_F(TransportTest, RmaGetAndPutOnRegisteredMemory) {
+    auto info = rpc::call<ShareRegion>(conn, Empty{});
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    std::vector<uint8_t> local(info->length);
+    ASSERT_TRUE(conn.get(local, info->address, info->rkey).ok());
+    EXPECT_EQ(crc32c(local.data(), local.size()), info->crc);
+
+    fill_pattern(local.data(), local.size(), 99);
+    Status s = conn.put(local, info->address, info->rkey);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    auto check = rpc::call<CheckRegion>(conn, Empty{});
+    ASSERT_TRUE(check.ok());
+    EXPECT_EQ(check->crc, crc32c(local.data(), local.size()));
+}
+
+TEST_F(TransportTest, ConnectByWorkerAddress) {
+    auto other = make_worker("peer-by-address", secret);
+    auto ep = other->connect_address(server->address(), "server-by-address");
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    auto r = rpc::call<Echo>(*ep, EchoRequest{"via address", 9});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->text, "via address");
+    std::vector<uint8_t> buf(4 << 20);
+    CallOptions o;
+    o.bulk_in = buf;
+    auto g = rpc::call<GetBlob>(*ep, GetRequest{buf.size(), 3}, o);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(g->crc, crc32c(buf.data(), buf.size()));
+}
+
+TEST_F(TransportTest, WrongSecretIsRefused) {
+    auto intruder = make_worker("intruder", "not-the-secret");
+    auto ep = intruder->connect("127.0.0.1", port);
+    ASSERT_FALSE(ep.ok());
+    EXPECT_EQ(ep.status().code(), Code::permission);
+    EXPECT_NE(ep.status().message().find("secret"), std::string::npos) << ep.status().to_string();
+    EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"still served", 4}).ok());
+}
+
+TEST_F(TransportTest, ClosedEndpointFailsCalls) {
+    conn.close();
+    auto r = rpc::call<Echo>(conn, EchoRequest{"x", 1});
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.status().code() == Code::cancelled || r.status().code() == Code::peer_gone)
+        << r.status().to_string();
+}
+
+TEST_F(TransportTest, IdleWorkersUseNoCpu) {
+    ASSERT_TRUE(rpc::call<Echo>(conn, EchoRequest{"warm", 1}).ok());
+    std::this_thread::sleep_for(200ms); // let connection setup settle
+    auto wake0 = server->stats().wakeups + client->stats().wakeups;
+    rusage a{}, b{};
+    getrusage(RUSAGE_SELF, &a);
+    std::this_thread::sleep_for(1500ms);
+    getrusage(RUSAGE_SELF, &b);
+    auto usec = [](const rusage& r) {
+        return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000000L + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+    };
+    long cpu_us = usec(b) - usec(a);
+    auto wakeups = server->stats().wakeups + client->stats().wakeups - wake0;
+    // Two workers polling would burn ~3 s of CPU here; sleeping in epoll burns next to nothing.
+    EXPECT_LT(cpu_us, 100000) << "CPU used while idle: " << cpu_us << " us";
+    EXPECT_LT(wakeups, 50u) << "idle wakeups";
+}
+
+TEST_F(TransportTest, GarbageFramesDropTheConnectionNotTheServer) {
+    std::mt19937_64 rng(4242);
+    const uint64_t malformed0 = server->stats().malformed_frames;
+    int sent = 0;
+    for (int i = 0; i < 40; ++i) {
+        auto ep = client->connect("127.0.0.1", port);
+        ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+        Bytes header, data;
+        switch (i % 4) {
+        case 0: header = {1, 2, 3}; break; // truncated frame
+        case 1: {                           // wrong version
+            transport::FrameHeader h;
+            h.opcode = Echo::opcode;
+            header.resize(transport::kFrameHeaderSize);
+            transport::frame_header_pack(h, header.data());
+            header[4] = 99;
+            break;
+        }
+        case 2: { // message length past the buffer
+            transport::FrameHeader h;
+            h.opcode = Echo::opcode;
+            h.flags = transport::kInlineMessage;
+            h.message_length = 5000;
+            header.resize(transport::kFrameHeaderSize + 10);
+            transport::frame_header_pack(h, header.data());
+            break;
+        }
+        default: // random bytes
+            header.resize(rng() % 100);
+            for (auto& x : header) x = static_cast<uint8_t>(rng());
+            data.resize(rng() % 100);
+            for (auto& x : data) x = static_cast<uint8_t>(rng());
+        }
+        ASSERT_TRUE(ep->debug_send_raw(header, data).ok());
+        ++sent;
+        // The connection that sent garbage is dropped by the server: a call on it fails fast.
+        CallOptions o;
+        o.timeout = 5s;
+        auto r = rpc::call<Echo>(*ep, EchoRequest{"after garbage", 1}, o);
+        EXPECT_FALSE(r.ok()) << "iteration " << i;
+        if (!r.ok()) {
+            EXPECT_NE(r.status().code(), Code::timeout) << r.status().to_string();
+        }
+    }
+    EXPECT_EQ(server->stats().malformed_frames - malformed0, static_cast<uint64_t>(sent));
+    // Everybody else is still served.
+    auto r = rpc::call<Echo>(conn, EchoRequest{"survivor", 5});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+}
+
+TEST_F(TransportTest, ValidFrameWithGarbageBodyGetsErrorReply) {
+    std::mt19937_64 rng(99);
+    for (int i = 0; i < 200; ++i) {
+        Bytes body(rng() % 64);
+        for (auto& x : body) x = static_cast<uint8_t>(rng());
+        auto r = conn.call(Echo::opcode, body);
+        if (r.ok()) { // the random bytes happened to be a valid EchoRequest
+            EXPECT_TRUE(wire::decode<EchoResponse>(r->message).ok());
+            continue;
+        }
+        EXPECT_EQ(r.status().code(), Code::protocol) << r.status().to_string();
+    }
+    EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after fuzz", 6}).ok());
+}
+
+TEST(TransportConnect, RefusedWhenNobodyListens) {
+    auto client = make_worker("client");
+    // Find a port nobody listens on: bind a listener, note its port, stop it.
+    uint16_t port;
+    {
+        auto tmp = make_worker("tmp");
+        auto p = tmp->listen("127.0.0.1", 0);
+        ASSERT_TRUE(p.ok());
+        port = *p;
+    }
+    auto t0 = Clock::now();
+    auto ep = client->connect("127.0.0.1", port);
+    ASSERT_FALSE(ep.ok());
+    EXPECT_EQ(ep.status().code(), Code::refused) << ep.status().to_string();
+    EXPECT_LT(Clock::now() - t0, 5s);
+}
+
+TEST(TransportConnect, BadHostIsInvalid) {
+    auto client = make_worker("client");
+    auto ep = client->connect("no-such-host.invalid", 1234);
+    ASSERT_FALSE(ep.ok());
+    EXPECT_EQ(ep.status().code(), Code::invalid) << ep.status().to_string();
+}
+
+TEST(TransportConnect, ListenerRestartedOnSamePortInProcess) {
+    uint16_t port;
+    {
+        auto server = make_worker("first");
+        serve_test_protocol(*server, std::make_shared<TestServer>());
+        auto p = server->listen("127.0.0.1", 0);
+        ASSERT_TRUE(p.ok());
+        port = *p;
+        auto client = make_worker("client");
+        auto ep = client->connect("127.0.0.1", port);
+        ASSERT_TRUE(ep.ok());
+        ASSERT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"one", 1}).ok());
+    }
+    auto server = make_worker("second");
+    serve_test_protocol(*server, std::make_shared<TestServer>());
+    auto p = server->listen("127.0.0.1", port);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    auto client = make_worker("client");
+    auto ep = client->connect("127.0.0.1", port);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    auto r = rpc::call<Echo>(*ep, EchoRequest{"two", 2});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->server, "second");
+}
+
+TEST(TransportPeerProcess, PeerKilledMidRequestFailsWithinTimeout) {
+    PeerProcess peer(0);
+    ASSERT_TRUE(peer.running());
+    auto client = make_worker("client", "", 20s);
+    auto ep = client->connect("127.0.0.1", peer.port());
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+
+    auto result = std::make_shared<std::promise<Result<transport::Reply>>>();
+    auto t0 = Clock::now();
+    ep->call_async(Hang::opcode, wire::encode(Empty{}), {}, [result](Result<transport::Reply> r) {
+        result->set_value(std::move(r));
+    });
+    auto line = peer.read_line(10s); // the peer holds our request now
+    ASSERT_TRUE(line.has_value());
+    EXPECT_EQ(*line, "request " + std::to_string(Hang::opcode));
+    peer.kill_hard();
+    auto fut = result->get_future();
+    ASSERT_EQ(fut.wait_for(15s), std::future_status::ready) << "call still pending 15 s after the peer died";
+    auto r = fut.get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::peer_gone) << r.status().to_string();
+    EXPECT_LT(Clock::now() - t0, 20s); // before its own deadline: the death was noticed
+    // Later calls on the dead endpoint fail at once.
+    auto again = rpc::call<Echo>(*ep, EchoRequest{"x", 1});
+    EXPECT_FALSE(again.ok());
+}
+
+TEST(TransportPeerProcess, PeerKilledDuringBulkTransferFails) {
+    PeerProcess peer(0);
+    ASSERT_TRUE(peer.running());
+    auto client = make_worker("client", "", 20s);
+    auto ep = client->connect("127.0.0.1", peer.port());
+    ASSERT_TRUE(ep.ok());
+    std::vector<uint8_t> buf(4 << 20, 7);
+    std::atomic<int> ok{0}, failed{0};
+    std::atomic<int> pending{0};
+    for (int i = 0; i < 16; ++i) {
+        CallOptions o;
+        o.bulk_out = buf;
+        ++pending;
+        rpc::call_async<PutBlob>(*ep, PutRequest{buf.size()}, o, [&](Result<Checksum> r, size_t) {
+            (r.ok() ? ok : failed)++;
+            --pending;
+        });
+    }
+    ASSERT_TRUE(peer.read_line(10s).has_value());
+    peer.kill_hard();
+    auto until = Clock::now() + 15s;
+    while (pending > 0 && Clock::now() < until) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(pending.load(), 0) << "calls still pending after the peer died";
+    EXPECT_EQ(ok + failed, 16);
+    EXPECT_GT(failed.load(), 0);
+}
+
+TEST(TransportPeerProcess, RestartedPeerOnSamePortAcceptsNewConnections) {
+    uint16_t port;
+    auto client = make_worker("client", "", 5s);
+    {
+        PeerProcess first(0);
+        ASSERT_TRUE(first.running());
+        port = first.port();
+        auto ep = client->connect("127.0.0.1", port);
+        ASSERT_TRUE(ep.ok());
+        ASSERT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"first", 1}).ok());
+        first.kill_hard(); // leaves the port with a connection in TIME_WAIT / reset
+    }
+    PeerProcess second(port);
+    ASSERT_TRUE(second.running()) << "could not listen again on port " << port;
+    EXPECT_EQ(second.port(), port);
+    auto ep = client->connect("127.0.0.1", port);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    auto r = rpc::call<Echo>(*ep, EchoRequest{"second", 2});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->text, "second");
+}
+
+TEST(TransportShutdown, DestroyingTheWorkerCancelsCallsInFlight) {
+    auto server = make_worker("server");
+    auto st = std::make_shared<TestServer>();
+    serve_test_protocol(*server, st);
+    auto p = server->listen("127.0.0.1", 0);
+    ASSERT_TRUE(p.ok());
+    auto client = make_worker("client", "", 60s);
+    auto ep = client->connect("127.0.0.1", *p);
+    ASSERT_TRUE(ep.ok());
+    auto result = std::make_shared<std::promise<Status>>();
+    ep->call_async(Hang::opcode, wire::encode(Empty{}), {},
+                   [result](Result<transport::Reply> r) { result->set_value(r.status()); });
+    auto until = Clock::now() + 5s;
+    while (Clock::now() < until) {
+        std::lock_guard lock(st->mu);
+        if (!st->held.empty()) break;
+    }
+    auto t0 = Clock::now();
+    client.reset();
+    EXPECT_LT(Clock::now() - t0, 5s);
+    auto fut = result->get_future();
+    ASSERT_EQ(fut.wait_for(0s), std::future_status::ready);
+    EXPECT_EQ(fut.get().code(), Code::cancelled);
+    // The endpoint handle outlives its worker safely.
+    EXPECT_FALSE(rpc::call<Echo>(*ep, EchoRequest{"late", 1}).ok());
+}
+
+} // namespace
+} // namespace jobfs

@@ -1,0 +1,14 @@
+# ucx-transport/: the network layer shared by daemons and clients (a convenience library).
+noinst_LTLIBRARIES += ucx-transport/libjobfs_transport.la
+ucx_transport_libjobfs_transport_la_SOURCES = \
+	ucx-transport/status.h ucx-transport/status.cc \
+	ucx-transport/result.h \
+	ucx-transport/log.h ucx-transport/log.cc \
+	ucx-transport/wire.h \
+	ucx-transport/frame.h ucx-transport/frame.cc \
+	ucx-transport/transport_protocol.h \
+	ucx-transport/worker.h ucx-transport/worker.cc \
+	ucx-transport/rpc.h
+ucx_transport_libjobfs_transport_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
+ucx_transport_libjobfs_transport_la_LIBADD = $(UCX_LIBS) -lpthread
+EXTRA_DIST += ucx-transport/README.md

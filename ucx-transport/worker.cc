@@ -1,0 +1,1449 @@
+// worker.cc: the progress thread, connections, calls and replies of the jobfs transport.
+// Lock rules and threading: see worker.h. Everything below marked "progress thread" must only
+// run there; the public methods either post to it or only read immutable/atomic state.
+#include "worker.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "frame.h"
+#include "log.h"
+#include "transport_protocol.h"
+
+namespace jobfs::transport {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Payloads from this size on are forced onto the rendezvous protocol: the receiver pulls them
+// straight into the destination buffer instead of UCX copying them through bounce buffers.
+constexpr size_t kRndvThreshold = 64 * 1024;
+// How long shutdown waits for connections to flush before destroying the UCP worker.
+constexpr milliseconds kCloseGrace{1000};
+
+Status ucs_to_status(ucs_status_t s, const std::string& what) {
+    Code code = Code::io;
+    switch (s) {
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED: code = Code::refused; break;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT: code = Code::peer_gone; break;
+    case UCS_ERR_TIMED_OUT: code = Code::timeout; break;
+    case UCS_ERR_CANCELED: code = Code::cancelled; break;
+    case UCS_ERR_NO_MEMORY: code = Code::no_memory; break;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+    case UCS_ERR_EXCEEDS_LIMIT: code = Code::too_large; break;
+    case UCS_ERR_INVALID_PARAM: code = Code::invalid; break;
+    case UCS_ERR_UNSUPPORTED: code = Code::unsupported; break;
+    default: break;
+    }
+    return Status(code, what + ": " + ucs_status_string(s));
+}
+
+bool secrets_equal(const std::string& a, const std::string& b) {
+    if (a.size() != b.size()) return false;
+    // Constant time in the content, so the comparison does not leak the secret byte by byte.
+    unsigned diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+    return diff == 0;
+}
+
+Result<sockaddr_storage> resolve(const std::string& host, uint16_t port, bool passive, socklen_t& len) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    addrinfo* res = nullptr;
+    std::string service = std::to_string(port);
+    int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0 || res == nullptr)
+        return Status(Code::invalid, "cannot resolve '" + host + "': " + gai_strerror(rc));
+    sockaddr_storage ss{};
+    std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+    len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return ss;
+}
+
+std::string sockaddr_to_string(const sockaddr_storage& ss) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    uint16_t port = 0;
+    if (ss.ss_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
+Bytes string_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+} // namespace
+
+// ---- shared state of one connection ---------------------------------------------------------
+
+struct EndpointState {
+    std::weak_ptr<Worker::Impl> impl;
+    std::string peer;       // address or given name; immutable after creation
+    std::string peer_name;  // from the hello; written before connect() returns
+    bool outgoing = false;
+
+    // Progress thread only.
+    ucp_ep_h ep = nullptr;
+    bool owned = true;      // created by us (connect/accept), so ours to close
+    bool closing = false;
+    bool established = false;   // outgoing: hello answered
+    bool authenticated = false; // incoming: peer's hello accepted
+    bool close_after_reply = false;
+    unsigned malformed = 0;
+    std::unordered_set<uint64_t> calls;
+
+    Status health() const {
+        std::lock_guard lock(mu);
+        return broken;
+    }
+    void set_broken(const Status& s) {
+        std::lock_guard lock(mu);
+        if (broken.ok()) broken = s;
+    }
+
+private:
+    mutable std::mutex mu;
+    Status broken;
+};
+
+// A call (or RMA operation) in flight. It completes when it has an outcome and UCX holds no
+// more requests that reference its buffers, so the caller may free them after `done`.
+struct PendingCall {
+    uint64_t id = 0;
+    uint16_t opcode = 0;
+    std::shared_ptr<EndpointState> ep;
+    Clock::time_point deadline;
+    milliseconds timeout{0};
+    Bytes header;       // frame header + inline message, alive until the send completes
+    Bytes message;      // the encoded request
+    std::span<const uint8_t> bulk_out;
+    std::span<uint8_t> bulk_in;
+    Reply reply;
+    CallCallback done;
+    int ucx_ops = 0;                 // UCX requests still referencing our buffers
+    bool complete_when_ops_done = false; // RMA: success is the end of its UCX operations
+    std::optional<Status> outcome;   // first outcome wins
+    ucp_rkey_h rkey = nullptr;
+};
+
+struct Incoming {
+    std::weak_ptr<Worker::Impl> impl;
+    std::shared_ptr<EndpointState> conn;
+    uint16_t opcode = 0;
+    uint64_t id = 0;
+    Bytes message;
+    uint64_t bulk_length = 0;
+    void* bulk_desc = nullptr; // rendezvous descriptor of the bulk, not yet received (progress thread)
+    void* msg_desc = nullptr;  // rendezvous descriptor of an out-of-line message
+    Bytes eager_bulk;          // small bulk that arrived with the message
+    std::atomic<bool> replied{false};
+    ~Incoming();
+};
+
+struct MemoryRegion::State {
+    std::weak_ptr<Worker::Impl> impl;
+    ucp_mem_h memh = nullptr;
+    uint64_t address = 0;
+    size_t length = 0;
+    Bytes rkey;
+    ~State();
+};
+
+// ---- the worker ----------------------------------------------------------------------------
+
+struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
+    explicit Impl(WorkerOptions o) : opts(std::move(o)) {}
+
+    WorkerOptions opts;
+    ucp_context_h ctx = nullptr;
+    ucp_worker_h worker = nullptr;
+    ucp_listener_h listener = nullptr;
+    int epfd = -1, wakefd = -1;
+    Bytes address;
+    size_t max_am_header = 0;
+    std::thread thread;
+    std::thread::id thread_id;
+
+    std::mutex qmu; // guards queue and accepting
+    std::vector<std::function<void()>> queue;
+    bool accepting = true;
+
+    // Progress thread only.
+    bool stopping = false;
+    std::vector<std::function<void()>> deferred; // work that may not run inside a UCX callback
+    std::unordered_map<ucp_ep_h, std::shared_ptr<EndpointState>> eps;
+    std::unordered_map<uint64_t, std::unique_ptr<PendingCall>> calls;
+    std::set<std::pair<Clock::time_point, uint64_t>> deadlines;
+    std::unordered_map<uint16_t, Handler> handlers;
+    std::unordered_set<ucp_mem_h> mapped; // registrations still alive, unmapped at teardown
+    uint64_t next_id = 1;
+
+    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_malformed{0}, st_accepted{0};
+
+    static thread_local Impl* current; // the Impl whose progress thread this is
+
+    // -- posting work to the progress thread (any thread) --
+    bool on_thread() const { return std::this_thread::get_id() == thread_id; }
+
+    bool post(std::function<void()> fn) {
+        bool wake;
+        {
+            std::lock_guard lock(qmu);
+            if (!accepting) return false;
+            wake = queue.empty();
+            queue.push_back(std::move(fn));
+        }
+        if (wake) {
+            uint64_t one = 1;
+            ssize_t rc = ::write(wakefd, &one, sizeof one);
+            (void)rc; // the counter cannot overflow in practice; a lost wake is covered by the queue check
+        }
+        return true;
+    }
+
+    bool run_or_post(std::function<void()> fn) {
+        if (on_thread() && !stopping) {
+            fn();
+            return true;
+        }
+        return post(std::move(fn));
+    }
+
+    // Runs fn on the progress thread and waits for its result.
+    template <class T>
+    Result<T> run_sync(std::function<Result<T>()> fn) {
+        if (on_thread()) return fn();
+        auto p = std::make_shared<std::promise<Result<T>>>();
+        auto fut = p->get_future();
+        if (!post([p, fn = std::move(fn)] { p->set_value(fn()); }))
+            return Status(Code::cancelled, "transport worker is shut down");
+        return fut.get();
+    }
+
+    // -- lifecycle (progress thread) --
+    Status init_ucx();
+    void loop();
+    void teardown();
+    bool drain_queue();
+    bool run_deferred();
+    int next_timeout_ms();
+    void expire_deadlines();
+
+    // -- connections (progress thread) --
+    Result<std::shared_ptr<EndpointState>> create_ep(ucp_ep_params_t& params, std::string peer, bool outgoing);
+    std::shared_ptr<EndpointState> conn_for_reply_ep(ucp_ep_h ep);
+    void close_ep(const std::shared_ptr<EndpointState>& st, bool force);
+    void fail_endpoint(const std::shared_ptr<EndpointState>& st, const Status& why);
+    Result<uint16_t> do_listen(const std::string& host, uint16_t port);
+
+    // -- calls (progress thread) --
+    void start_call(std::unique_ptr<PendingCall> call);
+    void start_rma(std::unique_ptr<PendingCall> call, bool is_put, const void* local, size_t length,
+                   uint64_t remote, Bytes rkey);
+    void finish(uint64_t id, Status outcome);
+    void maybe_complete(uint64_t id);
+    void receive_reply_part(uint64_t id, void* desc, void* dst, size_t length);
+
+    // -- serving (progress thread) --
+    ucs_status_t on_request(const void* header, size_t hlen, void* data, size_t len, const ucp_am_recv_param_t* param);
+    ucs_status_t on_reply(const void* header, size_t hlen, void* data, size_t len, const ucp_am_recv_param_t* param);
+    void dispatch(const std::shared_ptr<Incoming>& in);
+    void handle_hello(const std::shared_ptr<Incoming>& in);
+    void send_reply(const std::shared_ptr<EndpointState>& conn, uint64_t id, uint16_t opcode, const Status& status,
+                    Bytes message, OutBulk bulk);
+
+    Result<Reply> call_sync(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
+                            const CallOptions& options);
+    void call_async(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
+                    const CallOptions& options, CallCallback done);
+    Result<Endpoint> handshake(std::shared_ptr<EndpointState> st, const std::string& what);
+};
+
+thread_local Worker::Impl* Worker::Impl::current = nullptr;
+
+// ---- UCX callbacks (progress thread, inside ucp_worker_progress) ------------------------------
+
+namespace {
+
+void* id_to_ptr(uint64_t id) { return reinterpret_cast<void*>(static_cast<uintptr_t>(id)); }
+uint64_t ptr_to_id(void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+
+void on_call_send_done(void* request, ucs_status_t status, void* user_data) {
+    ucp_request_free(request);
+    auto* impl = Worker::Impl::current;
+    uint64_t id = ptr_to_id(user_data);
+    auto it = impl->calls.find(id);
+    if (it == impl->calls.end()) return;
+    PendingCall& c = *it->second;
+    --c.ucx_ops;
+    if (status != UCS_OK)
+        impl->finish(id, ucs_to_status(status, "send to " + c.ep->peer));
+    else if (c.complete_when_ops_done && c.ucx_ops == 0)
+        impl->finish(id, Status::OK());
+    impl->maybe_complete(id);
+}
+
+void on_reply_part_received(void* request, ucs_status_t status, size_t, void* user_data) {
+    ucp_request_free(request);
+    auto* impl = Worker::Impl::current;
+    uint64_t id = ptr_to_id(user_data);
+    auto it = impl->calls.find(id);
+    if (it == impl->calls.end()) return;
+    --it->second->ucx_ops;
+    impl->finish(id, status == UCS_OK ? Status::OK()
+                                      : ucs_to_status(status, "receive reply from " + it->second->ep->peer));
+}
+
+struct BulkReceive {
+    std::function<void(Status)> done;
+};
+
+void on_bulk_received(void* request, ucs_status_t status, size_t, void* user_data) {
+    ucp_request_free(request);
+    std::unique_ptr<BulkReceive> op(static_cast<BulkReceive*>(user_data));
+    op->done(status == UCS_OK ? Status::OK() : ucs_to_status(status, "receive request bulk"));
+}
+
+struct ReplySend {
+    std::shared_ptr<EndpointState> conn;
+    Bytes header;
+    Bytes message;
+    std::shared_ptr<const void> keep;
+};
+
+void reply_sent(std::unique_ptr<ReplySend> op, ucs_status_t status) {
+    auto* impl = Worker::Impl::current;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        JOBFS_DEBUG("reply to %s not delivered: %s", op->conn->peer.c_str(), ucs_status_string(status));
+    if (op->conn->close_after_reply) impl->close_ep(op->conn, false);
+}
+
+void on_reply_send_done(void* request, ucs_status_t status, void* user_data) {
+    ucp_request_free(request);
+    reply_sent(std::unique_ptr<ReplySend>(static_cast<ReplySend*>(user_data)), status);
+}
+
+struct RawSend {
+    Bytes header, data;
+};
+
+void on_raw_sent(void* request, ucs_status_t, void* user_data) {
+    ucp_request_free(request);
+    delete static_cast<RawSend*>(user_data);
+}
+
+void on_ep_error(void*, ucp_ep_h ep, ucs_status_t status) {
+    auto* impl = Worker::Impl::current;
+    auto it = impl->eps.find(ep);
+    if (it == impl->eps.end()) return;
+    auto st = it->second;
+    Status why = ucs_to_status(status, "connection to " + st->peer);
+    if (st->outgoing && !st->established && why.code() == Code::peer_gone)
+        why = Status(Code::refused, why.message());
+    JOBFS_DEBUG("%s", why.to_string().c_str());
+    // Closing from inside the error callback is not allowed; do it right after progress returns.
+    impl->deferred.push_back([impl, st, why] { impl->fail_endpoint(st, why); });
+}
+
+void on_ep_closed(void* request, ucs_status_t, void* user_data) {
+    ucp_request_free(request);
+    auto* impl = Worker::Impl::current;
+    impl->eps.erase(static_cast<ucp_ep_h>(user_data));
+}
+
+ucs_status_t on_am_request(void* arg, const void* header, size_t hlen, void* data, size_t len,
+                           const ucp_am_recv_param_t* param) {
+    return static_cast<Worker::Impl*>(arg)->on_request(header, hlen, data, len, param);
+}
+
+ucs_status_t on_am_reply(void* arg, const void* header, size_t hlen, void* data, size_t len,
+                         const ucp_am_recv_param_t* param) {
+    return static_cast<Worker::Impl*>(arg)->on_reply(header, hlen, data, len, param);
+}
+
+void on_conn_request(ucp_conn_request_h request, void* arg) {
+    auto* impl = static_cast<Worker::Impl*>(arg);
+    std::string peer = "?";
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(request, &attr) == UCS_OK) peer = sockaddr_to_string(attr.client_address);
+    if (impl->stopping) {
+        ucp_listener_reject(impl->listener, request);
+        return;
+    }
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+    params.conn_request = request;
+    auto st = impl->create_ep(params, peer, false);
+    if (!st.ok()) {
+        JOBFS_WARN("accepting a connection from %s failed: %s", peer.c_str(), st.status().to_string().c_str());
+        return;
+    }
+    impl->st_accepted++;
+    JOBFS_DEBUG("accepted a connection from %s", peer.c_str());
+}
+
+} // namespace
+
+Incoming::~Incoming() {
+    if (replied.load() && bulk_desc == nullptr && msg_desc == nullptr) return;
+    auto im = impl.lock();
+    if (!im) return;
+    // The last copy of a ServerCall went away: free what UCX still holds and answer the caller.
+    im->post([im, conn = conn, id = id, opcode = opcode, bulk = bulk_desc, msg = msg_desc, answer = !replied.load()] {
+        if (bulk) ucp_am_data_release(im->worker, bulk);
+        if (msg) ucp_am_data_release(im->worker, msg);
+        if (answer)
+            im->send_reply(conn, id, opcode,
+                           Status(Code::internal, "request " + std::to_string(opcode) + " dropped by its handler"), {}, {});
+    });
+}
+
+MemoryRegion::State::~State() {
+    auto im = impl.lock();
+    if (!im || !memh) return;
+    im->post([im, m = memh] {
+        if (im->mapped.erase(m)) ucp_mem_unmap(im->ctx, m);
+    });
+}
+
+// ---- lifecycle ------------------------------------------------------------------------------
+
+Status Worker::Impl::init_ucx() {
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return ucs_to_status(s, "read UCX configuration");
+    // UCX 1.13 breaks client/server (sockaddr) connections that spread over several tcp lanes
+    // when a host has more than one interface; one lane per protocol avoids it. The user's own
+    // UCX_* settings win.
+    if (!getenv("UCX_MAX_EAGER_LANES")) ucp_config_modify(config, "MAX_EAGER_LANES", "1");
+    if (!getenv("UCX_MAX_RNDV_LANES")) ucp_config_modify(config, "MAX_RNDV_LANES", "1");
+    // A daemon restarted on its port must be able to listen again while connections of its
+    // previous life linger in the kernel (TIME_WAIT, FIN_WAIT2).
+    if (!getenv("UCX_CM_REUSEADDR") && !getenv("UCX_TCP_CM_REUSEADDR")) {
+        s = ucp_config_modify(config, "CM_REUSEADDR", "y");
+        if (s != UCS_OK) JOBFS_WARN("cannot set UCX CM_REUSEADDR: %s", ucs_status_string(s));
+    }
+
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+    params.name = opts.name.c_str();
+    s = ucp_init(&params, config, &ctx);
+    ucp_config_release(config);
+    if (s != UCS_OK) return ucs_to_status(s, "initialise UCX");
+
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE; // only the progress thread touches it
+    s = ucp_worker_create(ctx, &wp, &worker);
+    if (s != UCS_OK) return ucs_to_status(s, "create UCX worker");
+
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    if (ucp_worker_query(worker, &attr) != UCS_OK || attr.max_am_header < kFrameHeaderSize + 64)
+        return Status(Code::internal, "UCX worker allows too small active-message headers");
+    max_am_header = attr.max_am_header;
+
+    ucp_address_t* addr = nullptr;
+    size_t addr_len = 0;
+    s = ucp_worker_get_address(worker, &addr, &addr_len);
+    if (s != UCS_OK) return ucs_to_status(s, "get UCX worker address");
+    address.assign(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + addr_len);
+    ucp_worker_release_address(worker, addr);
+
+    for (unsigned id : {kAmRequest, kAmReply}) {
+        ucp_am_handler_param_t hp{};
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                        UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+        hp.id = id;
+        hp.cb = id == kAmRequest ? on_am_request : on_am_reply;
+        hp.arg = this;
+        hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+        s = ucp_worker_set_am_recv_handler(worker, &hp);
+        if (s != UCS_OK) return ucs_to_status(s, "register active-message handler");
+    }
+
+    int efd = -1;
+    s = ucp_worker_get_efd(worker, &efd);
+    if (s != UCS_OK) return ucs_to_status(s, "get UCX event fd");
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) return Status::from_errno(errno, "epoll_create1");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = efd;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) != 0) return Status::from_errno(errno, "epoll_ctl(ucx)");
+    ev.data.fd = wakefd;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev) != 0) return Status::from_errno(errno, "epoll_ctl(eventfd)");
+    return Status::OK();
+}
+
+bool Worker::Impl::drain_queue() {
+    std::vector<std::function<void()>> batch;
+    {
+        std::lock_guard lock(qmu);
+        batch.swap(queue);
+    }
+    for (auto& fn : batch) fn();
+    return !batch.empty();
+}
+
+bool Worker::Impl::run_deferred() {
+    bool any = false;
+    while (!deferred.empty()) {
+        std::vector<std::function<void()>> batch;
+        batch.swap(deferred);
+        for (auto& fn : batch) fn();
+        any = true;
+    }
+    return any;
+}
+
+int Worker::Impl::next_timeout_ms() {
+    if (deadlines.empty()) return -1;
+    auto wait = duration_cast<milliseconds>(deadlines.begin()->first - Clock::now()).count() + 1;
+    return wait < 0 ? 0 : static_cast<int>(std::min<long long>(wait, 60000));
+}
+
+void Worker::Impl::loop() {
+    auto last_activity = Clock::now();
+    epoll_event evs[4];
+    for (;;) {
+        bool busy = drain_queue();
+        for (int i = 0; i < 64 && ucp_worker_progress(worker) != 0; ++i) busy = true;
+        busy |= run_deferred();
+        expire_deadlines();
+        if (stopping) return;
+        auto now = Clock::now();
+        if (busy) {
+            last_activity = now;
+            continue;
+        }
+        if (opts.busy_poll.count() > 0 && now - last_activity < opts.busy_poll) continue;
+        ucs_status_t s = ucp_worker_arm(worker);
+        if (s == UCS_ERR_BUSY) continue;
+        if (s != UCS_OK) JOBFS_ERROR("ucp_worker_arm: %s", ucs_status_string(s));
+        int n = epoll_wait(epfd, evs, 4, next_timeout_ms());
+        st_wakeups++;
+        for (int i = 0; i < n; ++i) {
+            if (evs[i].data.fd == wakefd) {
+                uint64_t v;
+                ssize_t rc = ::read(wakefd, &v, sizeof v);
+                (void)rc;
+            }
+        }
+    }
+}
+
+void Worker::Impl::teardown() {
+    if (listener) {
+        ucp_listener_destroy(listener);
+        listener = nullptr;
+    }
+    {
+        std::lock_guard lock(qmu);
+        accepting = false;
+    }
+    drain_queue(); // calls posted before the stop fail as cancelled (stopping is set)
+    std::vector<uint64_t> ids;
+    for (auto& [id, c] : calls) ids.push_back(id);
+    for (uint64_t id : ids) finish(id, Status(Code::cancelled, "transport worker shut down"));
+
+    std::vector<std::shared_ptr<EndpointState>> all;
+    for (auto& [ep, st] : eps) all.push_back(st);
+    for (auto& st : all) {
+        st->set_broken(Status(Code::cancelled, "transport worker shut down"));
+        if (st->owned) close_ep(st, false);
+    }
+    auto until = Clock::now() + kCloseGrace;
+    while (Clock::now() < until) {
+        bool any_owned = false;
+        for (auto& [ep, st] : eps) any_owned |= st->owned;
+        if (!any_owned && calls.empty()) break;
+        ucp_worker_progress(worker);
+        run_deferred();
+    }
+    // Whatever UCX did not finish in the grace period ends with the worker.
+    ids.clear();
+    for (auto& [id, c] : calls) ids.push_back(id);
+    for (uint64_t id : ids) {
+        calls[id]->ucx_ops = 0;
+        maybe_complete(id);
+    }
+    eps.clear();
+    handlers.clear();
+    for (ucp_mem_h m : mapped) ucp_mem_unmap(ctx, m); // regions whose owners outlive the worker
+    mapped.clear();
+    ucp_worker_destroy(worker);
+    worker = nullptr;
+    ucp_cleanup(ctx);
+    ctx = nullptr;
+}
+
+// ---- connections ----------------------------------------------------------------------------
+
+Result<std::shared_ptr<EndpointState>> Worker::Impl::create_ep(ucp_ep_params_t& params, std::string peer,
+                                                               bool outgoing) {
+    params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = on_ep_error;
+    params.err_handler.arg = nullptr;
+    ucp_ep_h ep = nullptr;
+    ucs_status_t s = ucp_ep_create(worker, &params, &ep);
+    if (s != UCS_OK) return ucs_to_status(s, "create endpoint to " + peer);
+    auto st = std::make_shared<EndpointState>();
+    st->impl = weak_from_this();
+    st->peer = std::move(peer);
+    st->outgoing = outgoing;
+    st->ep = ep;
+    eps[ep] = st;
+    return st;
+}
+
+std::shared_ptr<EndpointState> Worker::Impl::conn_for_reply_ep(ucp_ep_h ep) {
+    auto it = eps.find(ep);
+    if (it != eps.end()) return it->second;
+    // A peer that connected by worker address: UCX made this endpoint during wire-up. It is not
+    // ours to close, and UCX reports no errors on it, but replies can be sent through it.
+    auto st = std::make_shared<EndpointState>();
+    st->impl = weak_from_this();
+    st->peer = "peer@address";
+    st->ep = ep;
+    st->owned = false;
+    eps[ep] = st;
+    return st;
+}
+
+void Worker::Impl::close_ep(const std::shared_ptr<EndpointState>& st, bool force) {
+    if (!st->ep || st->closing || !st->owned) return;
+    st->closing = true;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    p.cb.send = on_ep_closed;
+    p.user_data = st->ep;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(st->ep, &p);
+    if (!UCS_PTR_IS_PTR(r)) eps.erase(st->ep); // closed at once (or failed: nothing left to wait for)
+}
+
+void Worker::Impl::fail_endpoint(const std::shared_ptr<EndpointState>& st, const Status& why) {
+    st->set_broken(why);
+    std::vector<uint64_t> ids(st->calls.begin(), st->calls.end());
+    for (uint64_t id : ids) finish(id, why);
+    // Force-closing completes every UCX request still on the endpoint (with an error), which
+    // is what lets the calls above complete within a bounded time.
+    close_ep(st, true);
+    for (uint64_t id : ids) maybe_complete(id);
+}
+
+Result<uint16_t> Worker::Impl::do_listen(const std::string& host, uint16_t port) {
+    if (listener) return Status(Code::busy, "already listening");
+    socklen_t len = 0;
+    auto ss = resolve(host, port, true, len);
+    if (!ss.ok()) return ss.status();
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*ss);
+    lp.sockaddr.addrlen = len;
+    lp.conn_handler.cb = on_conn_request;
+    lp.conn_handler.arg = this;
+    ucs_status_t s = ucp_listener_create(worker, &lp, &listener);
+    if (s != UCS_OK) {
+        listener = nullptr;
+        Code code = s == UCS_ERR_BUSY ? Code::busy : Code::io;
+        return Status(code, "listen on " + host + ":" + std::to_string(port) + ": " + ucs_status_string(s));
+    }
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (ucp_listener_query(listener, &attr) != UCS_OK)
+        return Status(Code::internal, "cannot query the listener's address");
+    std::string bound = sockaddr_to_string(attr.sockaddr);
+    uint16_t bound_port = static_cast<uint16_t>(std::stoul(bound.substr(bound.rfind(':') + 1)));
+    JOBFS_INFO("listening on %s:%u", host.c_str(), bound_port);
+    return bound_port;
+}
+
+// ---- calls ----------------------------------------------------------------------------------
+
+void Worker::Impl::call_async(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
+                              const CallOptions& options, CallCallback done) {
+    auto c = std::make_unique<PendingCall>();
+    c->opcode = opcode;
+    c->ep = ep;
+    c->timeout = options.timeout.count() > 0 ? options.timeout : opts.call_timeout;
+    c->deadline = Clock::now() + c->timeout;
+    c->message = std::move(message);
+    c->bulk_out = options.bulk_out;
+    c->bulk_in = options.bulk_in;
+    c->done = std::move(done);
+    st_calls++;
+    auto* raw = c.release();
+    if (!run_or_post([this, raw] { start_call(std::unique_ptr<PendingCall>(raw)); })) {
+        std::unique_ptr<PendingCall> back(raw);
+        back->done(Status(Code::cancelled, "transport worker is shut down"));
+    }
+}
+
+void Worker::Impl::start_call(std::unique_ptr<PendingCall> c) {
+    const uint64_t id = next_id++;
+    c->id = id;
+    PendingCall& call = *c;
+    calls[id] = std::move(c);
+    deadlines.emplace(call.deadline, id);
+    call.ep->calls.insert(id);
+
+    Status health = call.ep->health();
+    if (stopping) return finish(id, Status(Code::cancelled, "transport worker shut down"));
+    if (!health.ok() || !call.ep->ep || call.ep->closing) {
+        return finish(id, health.ok() ? Status(Code::peer_gone, "connection to " + call.ep->peer + " is closed") : health);
+    }
+    const bool inline_msg = kFrameHeaderSize + call.message.size() <= max_am_header;
+    if (!inline_msg && !call.bulk_out.empty())
+        return finish(id, Status(Code::too_large, "request message of " + std::to_string(call.message.size()) +
+                                                      " bytes cannot travel with a bulk payload"));
+    if (call.bulk_out.size() > kMaxBulkBytes || call.message.size() > kMaxMessageBytes)
+        return finish(id, Status(Code::too_large, "request too large"));
+
+    FrameHeader fh;
+    fh.kind = FrameKind::request;
+    fh.flags = inline_msg ? kInlineMessage : 0;
+    fh.opcode = call.opcode;
+    fh.request_id = id;
+    fh.message_length = static_cast<uint32_t>(call.message.size());
+    fh.bulk_length = inline_msg ? call.bulk_out.size() : 0;
+    call.header.resize(kFrameHeaderSize);
+    frame_header_pack(fh, call.header.data());
+    const void* data = nullptr;
+    size_t data_len = 0;
+    if (inline_msg) {
+        call.header.insert(call.header.end(), call.message.begin(), call.message.end());
+        data = call.bulk_out.data();
+        data_len = call.bulk_out.size();
+    } else {
+        data = call.message.data();
+        data_len = call.message.size();
+    }
+
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = on_call_send_done;
+    p.user_data = id_to_ptr(id);
+    p.flags = UCP_AM_SEND_FLAG_REPLY | (data_len >= kRndvThreshold ? UCP_AM_SEND_FLAG_RNDV : 0);
+    ucs_status_ptr_t r = ucp_am_send_nbx(call.ep->ep, kAmRequest, call.header.data(), call.header.size(), data,
+                                         data_len, &p);
+    if (UCS_PTR_IS_ERR(r))
+        return finish(id, ucs_to_status(UCS_PTR_STATUS(r), "send to " + call.ep->peer));
+    if (r != nullptr) ++call.ucx_ops;
+}
+
+void Worker::Impl::start_rma(std::unique_ptr<PendingCall> c, bool is_put, const void* local, size_t length,
+                             uint64_t remote, Bytes rkey) {
+    const uint64_t id = next_id++;
+    c->id = id;
+    c->complete_when_ops_done = true;
+    PendingCall& call = *c;
+    calls[id] = std::move(c);
+    deadlines.emplace(call.deadline, id);
+    call.ep->calls.insert(id);
+    Status health = call.ep->health();
+    if (stopping) return finish(id, Status(Code::cancelled, "transport worker shut down"));
+    if (!health.ok() || !call.ep->ep || call.ep->closing)
+        return finish(id, health.ok() ? Status(Code::peer_gone, "connection is closed") : health);
+    ucs_status_t s = ucp_ep_rkey_unpack(call.ep->ep, rkey.data(), &call.rkey);
+    if (s != UCS_OK) {
+        call.rkey = nullptr;
+        return finish(id, ucs_to_status(s, "unpack remote key"));
+    }
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = on_call_send_done;
+    p.user_data = id_to_ptr(id);
+    ucs_status_ptr_t r = is_put ? ucp_put_nbx(call.ep->ep, local, length, remote, call.rkey, &p)
+                                : ucp_get_nbx(call.ep->ep, const_cast<void*>(local), length, remote, call.rkey, &p);
+    if (UCS_PTR_IS_ERR(r)) return finish(id, ucs_to_status(UCS_PTR_STATUS(r), is_put ? "RMA put" : "RMA get"));
+    if (r != nullptr) ++call.ucx_ops;
+    if (is_put) {
+        // A put is complete locally when its callback runs; the flush makes it visible remotely.
+        ucs_status_ptr_t f = ucp_ep_flush_nbx(call.ep->ep, &p);
+        if (UCS_PTR_IS_ERR(f)) return finish(id, ucs_to_status(UCS_PTR_STATUS(f), "RMA flush"));
+        if (f != nullptr) ++call.ucx_ops;
+    }
+    if (call.ucx_ops == 0) finish(id, Status::OK());
+}
+
+void Worker::Impl::finish(uint64_t id, Status outcome) {
+    auto it = calls.find(id);
+    if (it == calls.end()) return;
+    if (!it->second->outcome) it->second->outcome = std::move(outcome);
+    maybe_complete(id);
+}
+
+void Worker::Impl::maybe_complete(uint64_t id) {
+    auto it = calls.find(id);
+    if (it == calls.end()) return;
+    PendingCall& c = *it->second;
+    if (!c.outcome || c.ucx_ops > 0) return;
+    std::unique_ptr<PendingCall> own = std::move(it->second);
+    calls.erase(it);
+    deadlines.erase({own->deadline, id});
+    own->ep->calls.erase(id);
+    if (own->rkey) ucp_rkey_destroy(own->rkey);
+    if (own->outcome->ok())
+        own->done(std::move(own->reply));
+    else
+        own->done(std::move(*own->outcome));
+}
+
+void Worker::Impl::expire_deadlines() {
+    if (deadlines.empty()) return;
+    auto now = Clock::now();
+    std::vector<uint64_t> due;
+    for (auto it = deadlines.begin(); it != deadlines.end() && it->first <= now; ++it) due.push_back(it->second);
+    for (uint64_t id : due) {
+        auto it = calls.find(id);
+        if (it == calls.end()) continue;
+        PendingCall& c = *it->second;
+        deadlines.erase({c.deadline, id});
+        if (!c.outcome)
+            c.outcome = Status(Code::timeout, "request " + std::to_string(c.opcode) + " to " + c.ep->peer +
+                                                  ": no reply within " + std::to_string(c.timeout.count()) + " ms");
+        if (c.ucx_ops > 0) {
+            // UCX still moves this call's buffers: break the connection so that it lets go of them.
+            auto ep = c.ep;
+            fail_endpoint(ep, Status(Code::timeout, "connection to " + ep->peer + " stalled past a deadline"));
+        }
+        maybe_complete(id);
+    }
+}
+
+void Worker::Impl::receive_reply_part(uint64_t id, void* desc, void* dst, size_t length) {
+    auto it = calls.find(id);
+    if (it == calls.end() || it->second->outcome) {
+        ucp_am_data_release(worker, desc);
+        if (it != calls.end()) {
+            --it->second->ucx_ops;
+            maybe_complete(id);
+        }
+        return;
+    }
+    PendingCall& c = *it->second;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = on_reply_part_received;
+    p.user_data = id_to_ptr(id);
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, desc, dst, length, &p);
+    if (UCS_PTR_IS_PTR(r)) return; // ucx_ops was counted when the part was announced
+    --c.ucx_ops;
+    finish(id, UCS_PTR_IS_ERR(r) ? ucs_to_status(UCS_PTR_STATUS(r), "receive reply from " + c.ep->peer)
+                                 : Status::OK());
+}
+
+ucs_status_t Worker::Impl::on_reply(const void* header, size_t hlen, void* data, size_t len,
+                                    const ucp_am_recv_param_t* param) {
+    auto fh = frame_header_parse(header, hlen, len);
+    if (!fh.ok() || fh->kind != FrameKind::reply) {
+        st_malformed++;
+        JOBFS_WARN("dropped a malformed reply: %s", fh.ok() ? "not a reply" : fh.status().to_string().c_str());
+        return UCS_OK;
+    }
+    auto it = calls.find(fh->request_id);
+    if (it == calls.end()) return UCS_OK; // late reply to a call that already timed out
+    PendingCall& c = *it->second;
+    const uint64_t id = c.id;
+    const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+    const auto* inline_bytes = static_cast<const uint8_t*>(header) + kFrameHeaderSize;
+
+    if (fh->status != 0) {
+        std::string text;
+        if (fh->inline_message())
+            text.assign(reinterpret_cast<const char*>(inline_bytes), fh->message_length);
+        else if (!rndv)
+            text.assign(static_cast<const char*>(data), len);
+        finish(id, Status(static_cast<Code>(fh->status), text));
+        return UCS_OK;
+    }
+    if (!fh->inline_message()) {
+        if (!rndv) {
+            c.reply.message.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + len);
+            finish(id, Status::OK());
+            return UCS_OK;
+        }
+        c.reply.message.resize(len);
+        ++c.ucx_ops;
+        deferred.push_back([this, id, data, dst = c.reply.message.data(), len] { receive_reply_part(id, data, dst, len); });
+        return UCS_INPROGRESS;
+    }
+    c.reply.message.assign(inline_bytes, inline_bytes + fh->message_length);
+    c.reply.bulk_length = fh->bulk_length;
+    if (fh->bulk_length == 0) {
+        finish(id, Status::OK());
+        return UCS_OK;
+    }
+    if (fh->bulk_length > c.bulk_in.size()) {
+        finish(id, Status(Code::too_large, "reply bulk of " + std::to_string(fh->bulk_length) +
+                                               " bytes does not fit the caller's buffer of " +
+                                               std::to_string(c.bulk_in.size())));
+        return UCS_OK;
+    }
+    if (!rndv) {
+        std::memcpy(c.bulk_in.data(), data, len);
+        finish(id, Status::OK());
+        return UCS_OK;
+    }
+    ++c.ucx_ops;
+    deferred.push_back([this, id, data, dst = c.bulk_in.data(), len] { receive_reply_part(id, data, dst, len); });
+    return UCS_INPROGRESS;
+}
+
+// ---- serving --------------------------------------------------------------------------------
+
+ucs_status_t Worker::Impl::on_request(const void* header, size_t hlen, void* data, size_t len,
+                                      const ucp_am_recv_param_t* param) {
+    ucp_ep_h reply_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+    auto fh = frame_header_parse(header, hlen, len);
+    if (!fh.ok() || fh->kind != FrameKind::request || reply_ep == nullptr) {
+        st_malformed++;
+        std::string why = !fh.ok() ? fh.status().to_string() : reply_ep ? "not a request" : "no reply endpoint";
+        if (reply_ep) {
+            auto conn = conn_for_reply_ep(reply_ep);
+            if (conn->malformed++ == 0)
+                JOBFS_WARN("dropping connection from %s: %s", conn->peer.c_str(), why.c_str());
+            // A peer that sends garbage is not trusted with the connection any longer.
+            if (conn->owned) deferred.push_back([this, conn] {
+                fail_endpoint(conn, Status(Code::protocol, "malformed frame"));
+            });
+        } else {
+            JOBFS_WARN("dropped a malformed request: %s", why.c_str());
+        }
+        return UCS_OK;
+    }
+    auto in = std::make_shared<Incoming>();
+    in->impl = weak_from_this();
+    in->conn = conn_for_reply_ep(reply_ep);
+    in->opcode = fh->opcode;
+    in->id = fh->request_id;
+    const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+    bool keep = false;
+    if (fh->inline_message()) {
+        const auto* m = static_cast<const uint8_t*>(header) + kFrameHeaderSize;
+        in->message.assign(m, m + fh->message_length);
+        in->bulk_length = fh->bulk_length;
+        if (fh->bulk_length > 0) {
+            if (rndv) {
+                in->bulk_desc = data;
+                keep = true;
+            } else {
+                in->eager_bulk.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + len);
+            }
+        }
+    } else if (rndv) {
+        in->msg_desc = data;
+        in->message.resize(len);
+        keep = true;
+    } else {
+        in->message.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + len);
+    }
+    deferred.push_back([this, in] { dispatch(in); });
+    return keep ? UCS_INPROGRESS : UCS_OK;
+}
+
+void Worker::Impl::dispatch(const std::shared_ptr<Incoming>& in) {
+    if (in->msg_desc) {
+        // An out-of-line message: fetch it before the handler sees the request.
+        void* desc = std::exchange(in->msg_desc, nullptr);
+        auto* op = new BulkReceive{[this, in](Status s) {
+            if (s.ok()) return dispatch(in);
+            in->replied = true; // nothing to answer: the connection is broken
+        }};
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        p.cb.recv_am = on_bulk_received;
+        p.user_data = op;
+        ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, desc, in->message.data(), in->message.size(), &p);
+        if (UCS_PTR_IS_PTR(r)) return;
+        std::unique_ptr<BulkReceive> own(op);
+        own->done(UCS_PTR_IS_ERR(r) ? ucs_to_status(UCS_PTR_STATUS(r), "receive request") : Status::OK());
+        return;
+    }
+    st_served++;
+    if (in->opcode == kOpHello) return handle_hello(in);
+    if (!in->conn->authenticated) {
+        in->conn->close_after_reply = true;
+        in->replied = true;
+        return send_reply(in->conn, in->id, in->opcode,
+                          Status(Code::permission, "request before hello: connection refused"), {}, {});
+    }
+    auto h = handlers.find(in->opcode);
+    if (h == handlers.end()) {
+        in->replied = true;
+        return send_reply(in->conn, in->id, in->opcode,
+                          Status(Code::unsupported, "unknown opcode " + std::to_string(in->opcode)), {}, {});
+    }
+    try {
+        h->second(ServerCall(in));
+    } catch (const std::exception& e) {
+        JOBFS_ERROR("handler of opcode %u threw: %s", in->opcode, e.what());
+        ServerCall(in).reply(Status(Code::internal, std::string("handler failed: ") + e.what()));
+    }
+}
+
+void Worker::Impl::handle_hello(const std::shared_ptr<Incoming>& in) {
+    in->replied = true;
+    auto req = wire::decode<HelloRequest>(in->message);
+    Status refuse;
+    if (!req.ok())
+        refuse = req.status().with_context("hello");
+    else if (req->protocol_version != kProtocolVersion)
+        refuse = Status(Code::protocol, "peer speaks protocol " + std::to_string(req->protocol_version) +
+                                            ", this daemon speaks " + std::to_string(kProtocolVersion));
+    else if (!secrets_equal(req->secret, opts.secret))
+        refuse = Status(Code::permission, "wrong job secret");
+    if (!refuse.ok()) {
+        JOBFS_WARN("refused connection from %s: %s", in->conn->peer.c_str(), refuse.to_string().c_str());
+        in->conn->close_after_reply = true;
+        return send_reply(in->conn, in->id, in->opcode, refuse, {}, {});
+    }
+    in->conn->authenticated = true;
+    in->conn->peer_name = req->name;
+    HelloResponse resp;
+    resp.name = opts.name;
+    send_reply(in->conn, in->id, in->opcode, Status::OK(), wire::encode(resp), {});
+}
+
+void Worker::Impl::send_reply(const std::shared_ptr<EndpointState>& conn, uint64_t id, uint16_t opcode,
+                              const Status& status, Bytes message, OutBulk bulk) {
+    if (!conn->ep || conn->closing || stopping) return;
+    if (!status.ok()) {
+        message = string_bytes(status.message());
+        bulk = {};
+    }
+    auto op = std::make_unique<ReplySend>();
+    op->conn = conn;
+    op->keep = std::move(bulk.keep);
+    bool inline_msg = kFrameHeaderSize + message.size() <= max_am_header;
+    if (!inline_msg && !bulk.data.empty()) {
+        JOBFS_ERROR("reply to opcode %u: message of %zu bytes cannot travel with a bulk payload", opcode,
+                    message.size());
+        return send_reply(conn, id, opcode, Status(Code::internal, "reply message too large for a bulk reply"), {}, {});
+    }
+    FrameHeader fh;
+    fh.kind = FrameKind::reply;
+    fh.flags = inline_msg ? kInlineMessage : 0;
+    fh.opcode = opcode;
+    fh.status = static_cast<int32_t>(status.code());
+    fh.request_id = id;
+    fh.message_length = static_cast<uint32_t>(message.size());
+    fh.bulk_length = inline_msg ? bulk.data.size() : 0;
+    op->header.resize(kFrameHeaderSize);
+    frame_header_pack(fh, op->header.data());
+    const void* data;
+    size_t data_len;
+    if (inline_msg) {
+        op->header.insert(op->header.end(), message.begin(), message.end());
+        data = bulk.data.data();
+        data_len = bulk.data.size();
+    } else {
+        op->message = std::move(message);
+        data = op->message.data();
+        data_len = op->message.size();
+    }
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = on_reply_send_done;
+    p.user_data = op.get();
+    p.flags = data_len >= kRndvThreshold ? UCP_AM_SEND_FLAG_RNDV : 0;
+    ucs_status_ptr_t r = ucp_am_send_nbx(conn->ep, kAmReply, op->header.data(), op->header.size(), data, data_len, &p);
+    if (UCS_PTR_IS_PTR(r)) {
+        op.release(); // on_reply_send_done owns it now
+        return;
+    }
+    reply_sent(std::move(op), UCS_PTR_STATUS(r));
+}
+
+Result<Endpoint> Worker::Impl::handshake(std::shared_ptr<EndpointState> st, const std::string& what) {
+    HelloRequest hello;
+    hello.secret = opts.secret;
+    hello.name = opts.name;
+    CallOptions co;
+    co.timeout = opts.connect_timeout;
+    auto r = call_sync(st, kOpHello, wire::encode(hello), co);
+    Status fail;
+    HelloResponse resp;
+    if (!r.ok())
+        fail = r.status();
+    else if (Status d = wire::decode(r->message, resp); !d.ok())
+        fail = d;
+    else if (resp.protocol_version != kProtocolVersion)
+        fail = Status(Code::protocol, "peer speaks protocol " + std::to_string(resp.protocol_version));
+    if (!fail.ok()) {
+        run_or_post([this, st] { close_ep(st, true); });
+        return fail.with_context(what);
+    }
+    st->peer_name = resp.name;
+    run_or_post([st] { st->established = true; });
+    return Endpoint(st);
+}
+
+Result<Reply> Worker::Impl::call_sync(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
+                                      const CallOptions& options) {
+    if (on_thread())
+        return Status(Code::internal, "blocking call on the transport's progress thread (use call_async)");
+    struct Wait {
+        std::atomic<int> done{0};
+        std::optional<Result<Reply>> result;
+    };
+    auto w = std::make_shared<Wait>();
+    call_async(ep, opcode, std::move(message), options, [w](Result<Reply> r) {
+        w->result.emplace(std::move(r));
+        w->done.store(1, std::memory_order_release);
+        w->done.notify_one();
+    });
+    w->done.wait(0, std::memory_order_acquire);
+    return std::move(*w->result);
+}
+
+// ---- Worker ---------------------------------------------------------------------------------
+
+Worker::Worker(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& options) {
+    auto impl = std::make_shared<Impl>(options);
+    impl->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (impl->wakefd < 0) return Status::from_errno(errno, "eventfd");
+    auto started = std::make_shared<std::promise<Status>>();
+    auto fut = started->get_future();
+    Impl* raw = impl.get();
+    impl->thread = std::thread([raw, started] {
+        Impl::current = raw;
+        raw->thread_id = std::this_thread::get_id();
+        Status s = raw->init_ucx();
+        bool ok = s.ok();
+        started->set_value(std::move(s));
+        if (!ok) return;
+        raw->loop();
+        raw->teardown();
+    });
+    Status s = fut.get();
+    if (!s.ok()) {
+        impl->thread.join();
+        if (impl->worker) ucp_worker_destroy(impl->worker);
+        if (impl->ctx) ucp_cleanup(impl->ctx);
+        if (impl->epfd >= 0) ::close(impl->epfd);
+        ::close(impl->wakefd);
+        impl->accepting = false;
+        return s;
+    }
+    return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+Worker::~Worker() {
+    impl_->post([im = impl_.get()] { im->stopping = true; });
+    impl_->thread.join();
+    ::close(impl_->epfd);
+    ::close(impl_->wakefd);
+}
+
+Result<uint16_t> Worker::listen(const std::string& host, uint16_t port) {
+    return impl_->run_sync<uint16_t>([im = impl_.get(), host, port] { return im->do_listen(host, port); });
+}
+
+void Worker::stop_listening() {
+    auto r = impl_->run_sync<bool>([im = impl_.get()]() -> Result<bool> {
+        if (im->listener) ucp_listener_destroy(im->listener);
+        im->listener = nullptr;
+        return true;
+    });
+    (void)r;
+}
+
+Result<Endpoint> Worker::connect(const std::string& host, uint16_t port) {
+    std::string what = "connect to " + host + ":" + std::to_string(port);
+    auto st = impl_->run_sync<std::shared_ptr<EndpointState>>([im = impl_.get(), host, port, what]()
+                                                                   -> Result<std::shared_ptr<EndpointState>> {
+        socklen_t len = 0;
+        auto ss = resolve(host, port, false, len);
+        if (!ss.ok()) return ss.status().with_context(what);
+        ucp_ep_params_t p{};
+        p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+        p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*ss);
+        p.sockaddr.addrlen = len;
+        return im->create_ep(p, host + ":" + std::to_string(port), true);
+    });
+    if (!st.ok()) return st.status();
+    return impl_->handshake(*st, what);
+}
+
+Result<Endpoint> Worker::connect_address(std::span<const uint8_t> worker_address, const std::string& peer) {
+    std::string what = "connect to " + peer;
+    Bytes addr(worker_address.begin(), worker_address.end());
+    auto st = impl_->run_sync<std::shared_ptr<EndpointState>>([im = impl_.get(), addr, peer]()
+                                                                   -> Result<std::shared_ptr<EndpointState>> {
+        if (addr.empty()) return Status(Code::invalid, "empty worker address");
+        ucp_ep_params_t p{};
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        p.address = reinterpret_cast<const ucp_address_t*>(addr.data());
+        return im->create_ep(p, peer, true);
+    });
+    if (!st.ok()) return st.status().with_context(what);
+    return impl_->handshake(*st, what);
+}
+
+const Bytes& Worker::address() const { return impl_->address; }
+
+void Worker::set_handler(uint16_t opcode, Handler handler) {
+    auto r = impl_->run_sync<bool>([im = impl_.get(), opcode, h = std::move(handler)]() mutable -> Result<bool> {
+        im->handlers[opcode] = std::move(h);
+        return true;
+    });
+    (void)r;
+}
+
+Result<MemoryRegion> Worker::map_memory(void* address, size_t length) {
+    return impl_->run_sync<MemoryRegion>([im = impl_.get(), address, length]() -> Result<MemoryRegion> {
+        auto st = std::make_shared<MemoryRegion::State>();
+        st->impl = im->weak_from_this();
+        ucp_mem_map_params_t mp{};
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        mp.address = address;
+        mp.length = length;
+        ucs_status_t s = ucp_mem_map(im->ctx, &mp, &st->memh);
+        if (s != UCS_OK) {
+            st->memh = nullptr;
+            return ucs_to_status(s, "register memory");
+        }
+        im->mapped.insert(st->memh);
+        void* buf = nullptr;
+        size_t size = 0;
+        s = ucp_rkey_pack(im->ctx, st->memh, &buf, &size);
+        if (s != UCS_OK) return ucs_to_status(s, "pack remote key");
+        st->rkey.assign(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + size);
+        ucp_rkey_buffer_release(buf);
+        st->address = reinterpret_cast<uint64_t>(address);
+        st->length = length;
+        return MemoryRegion(st);
+    });
+}
+
+const WorkerOptions& Worker::options() const { return impl_->opts; }
+
+size_t Worker::max_inline_message() const { return impl_->max_am_header - kFrameHeaderSize; }
+
+WorkerStats Worker::stats() const {
+    WorkerStats s;
+    s.calls_started = impl_->st_calls;
+    s.requests_served = impl_->st_served;
+    s.wakeups = impl_->st_wakeups;
+    s.malformed_frames = impl_->st_malformed;
+    s.connections_accepted = impl_->st_accepted;
+    return s;
+}
+
+// ---- Endpoint -------------------------------------------------------------------------------
+
+namespace {
+std::shared_ptr<Worker::Impl> impl_of(const std::shared_ptr<EndpointState>& st) {
+    return st ? st->impl.lock() : nullptr;
+}
+} // namespace
+
+Result<Reply> Endpoint::call(uint16_t opcode, Bytes message, const CallOptions& options) const {
+    auto im = impl_of(state_);
+    if (!im) return Status(Code::cancelled, "endpoint is not connected");
+    return im->call_sync(state_, opcode, std::move(message), options);
+}
+
+void Endpoint::call_async(uint16_t opcode, Bytes message, const CallOptions& options, CallCallback done) const {
+    auto im = impl_of(state_);
+    if (!im) return done(Status(Code::cancelled, "endpoint is not connected"));
+    im->call_async(state_, opcode, std::move(message), options, std::move(done));
+}
+
+namespace {
+Status rma(const std::shared_ptr<EndpointState>& st, bool is_put, const void* local, size_t length, uint64_t remote,
+           std::span<const uint8_t> rkey, milliseconds timeout) {
+    auto im = impl_of(st);
+    if (!im) return Status(Code::cancelled, "endpoint is not connected");
+    if (im->on_thread()) return Status(Code::internal, "blocking RMA on the transport's progress thread");
+    auto c = std::make_unique<PendingCall>();
+    c->ep = st;
+    c->timeout = timeout.count() > 0 ? timeout : im->opts.call_timeout;
+    c->deadline = Clock::now() + c->timeout;
+    struct Wait {
+        std::atomic<int> done{0};
+        Status status;
+    };
+    auto w = std::make_shared<Wait>();
+    c->done = [w](Result<Reply> r) {
+        w->status = r.status();
+        w->done.store(1, std::memory_order_release);
+        w->done.notify_one();
+    };
+    auto* raw = c.release();
+    Bytes key(rkey.begin(), rkey.end());
+    if (!im->post([im, raw, is_put, local, length, remote, key = std::move(key)]() mutable {
+            im->start_rma(std::unique_ptr<PendingCall>(raw), is_put, local, length, remote, std::move(key));
+        })) {
+        delete raw;
+        return Status(Code::cancelled, "transport worker is shut down");
+    }
+    w->done.wait(0, std::memory_order_acquire);
+    return w->status;
+}
+} // namespace
+
+Status Endpoint::get(std::span<uint8_t> local, uint64_t remote_address, std::span<const uint8_t> rkey,
+                     milliseconds timeout) const {
+    return rma(state_, false, local.data(), local.size(), remote_address, rkey, timeout);
+}
+
+Status Endpoint::put(std::span<const uint8_t> local, uint64_t remote_address, std::span<const uint8_t> rkey,
+                     milliseconds timeout) const {
+    return rma(state_, true, local.data(), local.size(), remote_address, rkey, timeout);
+}
+
+Status Endpoint::debug_send_raw(std::span<const uint8_t> header, std::span<const uint8_t> data) const {
+    auto im = impl_of(state_);
+    if (!im) return Status(Code::cancelled, "endpoint is not connected");
+    auto raw = std::make_shared<RawSend>(RawSend{Bytes(header.begin(), header.end()), Bytes(data.begin(), data.end())});
+    return im
+        ->run_sync<bool>([st = state_, raw]() -> Result<bool> {
+            if (!st->ep || st->closing) return Status(Code::peer_gone, "connection is closed");
+            auto* own = new RawSend(std::move(*raw)); // freed when UCX is done with the buffers
+            ucp_request_param_t p{};
+            p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+            p.flags = UCP_AM_SEND_FLAG_REPLY;
+            p.cb.send = on_raw_sent;
+            p.user_data = own;
+            ucs_status_ptr_t r = ucp_am_send_nbx(st->ep, kAmRequest, own->header.data(), own->header.size(),
+                                                 own->data.data(), own->data.size(), &p);
+            if (UCS_PTR_IS_PTR(r)) return true;
+            delete own;
+            if (UCS_PTR_IS_ERR(r)) return ucs_to_status(UCS_PTR_STATUS(r), "raw send");
+            return true;
+        })
+        .status();
+}
+
+Status Endpoint::health() const {
+    if (!state_) return Status(Code::invalid, "endpoint is not connected");
+    return state_->health();
+}
+
+const std::string& Endpoint::peer() const {
+    static const std::string none = "(none)";
+    return state_ ? state_->peer : none;
+}
+
+const std::string& Endpoint::peer_name() const {
+    static const std::string none = "(none)";
+    return state_ ? state_->peer_name : none;
+}
+
+void Endpoint::close() {
+    auto im = impl_of(state_);
+    if (!im) return;
+    auto st = state_;
+    im->run_or_post([im, st] {
+        st->set_broken(Status(Code::cancelled, "endpoint closed by its owner"));
+        std::vector<uint64_t> ids(st->calls.begin(), st->calls.end());
+        for (uint64_t id : ids) im->finish(id, Status(Code::cancelled, "endpoint closed by its owner"));
+        im->close_ep(st, false);
+    });
+}
+
+// ---- ServerCall -----------------------------------------------------------------------------
+
+uint16_t ServerCall::opcode() const { return in_->opcode; }
+std::span<const uint8_t> ServerCall::message() const { return in_->message; }
+uint64_t ServerCall::bulk_length() const { return in_->bulk_length; }
+const std::string& ServerCall::peer() const { return in_->conn->peer; }
+
+void ServerCall::receive_bulk(std::span<uint8_t> dst, std::function<void(Status)> done) const {
+    auto im = in_->impl.lock();
+    if (!im) return done(Status(Code::cancelled, "transport worker is shut down"));
+    auto in = in_;
+    bool posted = im->run_or_post([im, in, dst, done]() mutable {
+        if (dst.size() < in->bulk_length) return done(Status(Code::invalid, "bulk buffer too small"));
+        if (in->bulk_desc == nullptr) {
+            if (in->eager_bulk.size() != in->bulk_length)
+                return done(Status(Code::invalid, "request bulk already received"));
+            std::memcpy(dst.data(), in->eager_bulk.data(), in->eager_bulk.size());
+            Bytes().swap(in->eager_bulk);
+            return done(Status::OK());
+        }
+        void* desc = std::exchange(in->bulk_desc, nullptr);
+        auto* op = new BulkReceive{std::move(done)};
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        p.cb.recv_am = on_bulk_received;
+        p.user_data = op;
+        ucs_status_ptr_t r = ucp_am_recv_data_nbx(im->worker, desc, dst.data(), in->bulk_length, &p);
+        if (UCS_PTR_IS_PTR(r)) return;
+        std::unique_ptr<BulkReceive> own(op);
+        own->done(UCS_PTR_IS_ERR(r) ? ucs_to_status(UCS_PTR_STATUS(r), "receive request bulk") : Status::OK());
+    });
+    if (!posted) done(Status(Code::cancelled, "transport worker is shut down"));
+}
+
+void ServerCall::reply(const Status& error) const {
+    if (in_->replied.exchange(true)) return;
+    auto im = in_->impl.lock();
+    if (!im) return;
+    im->run_or_post([im, in = in_, error] {
+        if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
+        im->send_reply(in->conn, in->id, in->opcode, error, {}, {});
+    });
+}
+
+void ServerCall::reply(Bytes message, OutBulk bulk) const {
+    if (in_->replied.exchange(true)) return;
+    auto im = in_->impl.lock();
+    if (!im) return;
+    im->run_or_post([im, in = in_, message = std::move(message), bulk = std::move(bulk)]() mutable {
+        if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
+        im->send_reply(in->conn, in->id, in->opcode, Status::OK(), std::move(message), std::move(bulk));
+    });
+}
+
+// ---- MemoryRegion ---------------------------------------------------------------------------
+
+uint64_t MemoryRegion::address() const { return state_ ? state_->address : 0; }
+size_t MemoryRegion::length() const { return state_ ? state_->length : 0; }
+const Bytes& MemoryRegion::rkey() const {
+    static const Bytes none;
+    return state_ ? state_->rkey : none;
+}
+
+} // namespace jobfs::transport

@@ -1,0 +1,190 @@
+// worker.h: the jobfs transport over UCP active messages.
+//
+// A Worker owns one UCP context and worker and one progress thread. It listens on host:port
+// (UCX sockaddr listener), connects to peers by host:port or by worker-address blob, serves
+// requests through handlers registered per opcode, and sends requests with per-call deadlines.
+//
+// Threads and lock rules (the whole concurrency story of this layer):
+//   * Every UCX object and all bookkeeping (endpoints, calls in flight, deadlines, handlers)
+//     belong to the progress thread. No other thread touches them.
+//   * Other threads reach the progress thread only through Worker::Impl::post(), a queue guarded
+//     by one mutex plus an eventfd that wakes the thread. Nothing else is shared.
+//   * Handlers and completion callbacks run on the progress thread: they must not block. A
+//     blocking call (Endpoint::call) made on the progress thread fails at once with
+//     Code::internal instead of deadlocking.
+//   * The progress thread sleeps in epoll on the UCP event fd (ucp_worker_arm) when idle, so an
+//     idle worker uses no CPU. WorkerOptions::busy_poll trades CPU for latency if wanted.
+//
+// Errors: a call always completes, exactly once, within its deadline: with the reply, with the
+// handler's error Status, or with timeout / peer_gone / refused / cancelled.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "result.h"
+#include "wire.h"
+
+namespace jobfs::transport {
+
+using Bytes = wire::Bytes;
+
+struct WorkerOptions {
+    std::string name = "jobfs";                       // in logs and in the hello to peers
+    std::string secret;                               // per-job secret: presented when connecting,
+                                                      // demanded from every incoming connection
+    std::chrono::milliseconds call_timeout{30000};    // default deadline of a call
+    std::chrono::milliseconds connect_timeout{10000}; // deadline of connect (handshake included)
+    std::chrono::microseconds busy_poll{0};           // keep polling this long after activity
+};
+
+// Outgoing bulk of a reply: memory the transport reads until the send completes. `keep` is
+// held until then (a buffer's owner), so the handler may return before the transfer ends.
+struct OutBulk {
+    std::span<const uint8_t> data;
+    std::shared_ptr<const void> keep;
+};
+
+struct CallOptions {
+    std::chrono::milliseconds timeout{0};  // 0: WorkerOptions::call_timeout
+    std::span<const uint8_t> bulk_out;     // sent with the request; valid until the call completes
+    std::span<uint8_t> bulk_in;            // the reply's bulk is received here, without a copy
+                                           // when it travels by rendezvous
+};
+
+struct Reply {
+    Bytes message;
+    size_t bulk_length = 0; // bytes written to CallOptions::bulk_in
+};
+
+using CallCallback = std::function<void(Result<Reply>)>;
+
+struct EndpointState;
+class Worker;
+
+// A connection to one peer. Cheap to copy (a shared handle); thread-safe.
+class Endpoint {
+public:
+    Endpoint() = default;
+
+    // Sends a request and waits for its reply. Not from the progress thread.
+    Result<Reply> call(uint16_t opcode, Bytes message, const CallOptions& options = {}) const;
+    // Sends a request; `done` runs on the progress thread exactly once.
+    void call_async(uint16_t opcode, Bytes message, const CallOptions& options, CallCallback done) const;
+
+    // One-sided RMA on memory the peer registered (Worker::map_memory) and described to us.
+    Status get(std::span<uint8_t> local, uint64_t remote_address, std::span<const uint8_t> rkey,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) const;
+    Status put(std::span<const uint8_t> local, uint64_t remote_address, std::span<const uint8_t> rkey,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) const;
+
+    // Sends an arbitrary frame as a request, bypassing encoding: for protocol tests only.
+    Status debug_send_raw(std::span<const uint8_t> header, std::span<const uint8_t> data) const;
+
+    bool valid() const { return state_ != nullptr; }
+    Status health() const;             // ok, or why the connection is unusable
+    const std::string& peer() const;   // "127.0.0.1:7000", or the name given to connect()
+    const std::string& peer_name() const; // the name the peer announced in its hello
+    void close();                      // flushes and disconnects; later calls fail
+
+private:
+    friend class Worker;
+    explicit Endpoint(std::shared_ptr<EndpointState> s) : state_(std::move(s)) {}
+    std::shared_ptr<EndpointState> state_;
+};
+
+struct Incoming;
+
+// One received request, handed to the handler of its opcode. Copies share the request.
+// Exactly one reply is sent: the first reply() wins; if every copy is dropped without a reply,
+// the caller gets Code::internal ("dropped by its handler"). Methods may be called from any
+// thread.
+class ServerCall {
+public:
+    uint16_t opcode() const;
+    std::span<const uint8_t> message() const;
+    uint64_t bulk_length() const;
+    const std::string& peer() const;
+
+    // Receives the request's bulk into dst (bulk_length() bytes) by rendezvous when the sender
+    // used it, else by a copy of the small eager payload. `done` runs on the progress thread.
+    void receive_bulk(std::span<uint8_t> dst, std::function<void(Status)> done) const;
+
+    void reply(const Status& error) const;                 // error reply (ok: empty reply)
+    void reply(Bytes message, OutBulk bulk = {}) const;    // success reply
+
+private:
+    friend class Worker;
+    explicit ServerCall(std::shared_ptr<Incoming> in) : in_(std::move(in)) {}
+    std::shared_ptr<Incoming> in_;
+};
+
+using Handler = std::function<void(ServerCall)>;
+
+// Memory registered with UCX for RMA by peers. Unregistered when the last copy goes.
+class MemoryRegion {
+public:
+    MemoryRegion() = default;
+    uint64_t address() const;
+    size_t length() const;
+    const Bytes& rkey() const; // packed remote key to send to a peer
+
+private:
+    friend class Worker;
+    struct State;
+    explicit MemoryRegion(std::shared_ptr<State> s) : state_(std::move(s)) {}
+    std::shared_ptr<State> state_;
+};
+
+struct WorkerStats {
+    uint64_t calls_started = 0;
+    uint64_t requests_served = 0;
+    uint64_t wakeups = 0;          // times the progress thread returned from epoll_wait
+    uint64_t malformed_frames = 0; // frames dropped because they failed validation
+    uint64_t connections_accepted = 0;
+};
+
+class Worker {
+public:
+    static Result<std::unique_ptr<Worker>> create(const WorkerOptions& options);
+    ~Worker(); // closes connections (bounded), fails what is still in flight with cancelled
+
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    // Listens on host:port (port 0 picks a free one); returns the bound port.
+    Result<uint16_t> listen(const std::string& host, uint16_t port);
+    void stop_listening();
+
+    // Connects and completes the jobfs hello (version and secret check) before returning.
+    Result<Endpoint> connect(const std::string& host, uint16_t port);
+    Result<Endpoint> connect_address(std::span<const uint8_t> worker_address, const std::string& peer);
+
+    // This worker's UCP address, for peers that connect by address (bootstrap over PMIx).
+    const Bytes& address() const;
+
+    // Registers the handler of an opcode (opcodes below kFirstUserOpcode are the transport's).
+    void set_handler(uint16_t opcode, Handler handler);
+
+    Result<MemoryRegion> map_memory(void* address, size_t length);
+
+    const WorkerOptions& options() const;
+    WorkerStats stats() const;
+
+    // Largest message that travels inside the AM header next to a bulk payload.
+    size_t max_inline_message() const;
+
+    struct Impl;
+
+private:
+    explicit Worker(std::shared_ptr<Impl> impl);
+    std::shared_ptr<Impl> impl_;
+};
+
+inline constexpr uint16_t kFirstUserOpcode = 16;
+
+} // namespace jobfs::transport
