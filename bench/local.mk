@@ -1,1 +1,5 @@
-# bench/: filled below
+# bench/: benchmarks, run from a built and installed tree by bench/run NAME (never by make check).
+pkglibexec_PROGRAMS += bench/jobfs-bench-transport
+bench_jobfs_bench_transport_SOURCES = bench/transport_bench.cc
+bench_jobfs_bench_transport_LDADD = ucx-transport/libjobfs_transport.la $(BOOST_PO_LIBS)
+EXTRA_DIST += bench/run bench/transport bench/lib.sh bench/README.md

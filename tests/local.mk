@@ -22,3 +22,29 @@ tests_helpers_transport_peer_CXXFLAGS = $(AM_CXXFLAGS) $(ISAL_CFLAGS)
 tests_helpers_transport_peer_LDADD = ucx-transport/libjobfs_transport.la $(ISAL_LIBS)
 
 TESTS += tests/unit/wire_test tests/unit/transport_test
+
+# libFuzzer target for the decoder (clang only): `make fuzz` builds it, `make run-fuzz` runs it
+# for FUZZ_SECONDS. Compiled directly with clang++, outside the automake compiler setup.
+FUZZ_SECONDS = 30
+EXTRA_DIST += tests/fuzz/wire_fuzz.cc
+if JOBFS_FUZZ
+fuzz_srcs = $(top_srcdir)/tests/fuzz/wire_fuzz.cc $(top_srcdir)/ucx-transport/frame.cc \
+	$(top_srcdir)/ucx-transport/status.cc
+tests/fuzz/wire_fuzz: $(fuzz_srcs) $(top_srcdir)/ucx-transport/wire.h $(top_srcdir)/ucx-transport/frame.h
+	@mkdir -p tests/fuzz
+	$(AM_V_CXX)$(CLANGXX) -std=c++20 -g -O1 -Wall -Wextra -Werror \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-I$(top_srcdir)/ucx-transport $(fuzz_srcs) -o $@
+fuzz: tests/fuzz/wire_fuzz
+run-fuzz: tests/fuzz/wire_fuzz
+	@mkdir -p tests/fuzz/corpus
+	tests/fuzz/wire_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus
+CLEANFILES += tests/fuzz/wire_fuzz
+clean-local: clean-fuzz
+clean-fuzz:
+	rm -rf tests/fuzz/corpus
+else
+fuzz run-fuzz:
+	@echo "fuzz: clang++ not found at configure time (install clang and libclang-rt-14-dev)"; exit 1
+endif
+.PHONY: fuzz run-fuzz clean-fuzz

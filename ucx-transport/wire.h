@@ -46,13 +46,15 @@ public:
     template <class U>
     void put_int(U v) {
         static_assert(std::is_unsigned_v<U>);
-        uint8_t b[sizeof(U)];
-        for (size_t i = 0; i < sizeof(U); ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
-        out_.insert(out_.end(), b, b + sizeof(U));
+        const size_t at = out_.size();
+        out_.resize(at + sizeof(U));
+        for (size_t i = 0; i < sizeof(U); ++i) out_[at + i] = static_cast<uint8_t>(v >> (8 * i));
     }
     void put_raw(const void* p, size_t n) {
-        const auto* c = static_cast<const uint8_t*>(p);
-        out_.insert(out_.end(), c, c + n);
+        if (n == 0) return;
+        const size_t at = out_.size();
+        out_.resize(at + n);
+        std::memcpy(out_.data() + at, p, n);
     }
 
 private:
@@ -86,6 +88,7 @@ public:
     }
     bool get_raw(void* dst, size_t n) {
         if (remaining() < n) return fail("truncated byte string");
+        if (n == 0) return true; // dst may be the null data() of an empty container
         std::memcpy(dst, p_, n);
         p_ += n;
         return true;
@@ -258,11 +261,9 @@ Result<T> decode(std::span<const uint8_t> in) {
 // callable and hands it references to every field at once.
 #define JOBFS_FIELDS(...)                                                     \
     template <class F>                                                        \
-    bool jobfs_fields(F&& f) { return f(__VA_ARGS__); }                       \
-    static constexpr const char* jobfs_field_names = #__VA_ARGS__;
+    bool jobfs_fields(F&& f) { return f(__VA_ARGS__); }
 
 // A message without fields.
 #define JOBFS_NO_FIELDS                                                       \
     template <class F>                                                        \
-    bool jobfs_fields(F&& f) { return f(); }                                  \
-    static constexpr const char* jobfs_field_names = "";
+    bool jobfs_fields(F&& f) { return f(); }

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -103,6 +104,19 @@ std::string sockaddr_to_string(const sockaddr_storage& ss) {
 
 Bytes string_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
+// Each thread that waits for its own calls sleeps on its own eventfd (besides the UCX event
+// fd), so a completion made by another thread wakes exactly the waiter.
+int thread_wake_fd() {
+    struct WakeFd {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        ~WakeFd() {
+            if (fd >= 0) ::close(fd);
+        }
+    };
+    static thread_local WakeFd w;
+    return w.fd;
+}
+
 } // namespace
 
 // ---- shared state of one connection ---------------------------------------------------------
@@ -155,6 +169,8 @@ struct PendingCall {
     bool complete_when_ops_done = false; // RMA: success is the end of its UCX operations
     std::optional<Status> outcome;   // first outcome wins
     ucp_rkey_h rkey = nullptr;
+    std::thread::id waiter;          // thread driving progress for this call (sync calls)
+    int waiter_fd = -1;              // that thread's wake-up eventfd
 };
 
 struct Incoming {
@@ -193,14 +209,24 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     Bytes address;
     size_t max_am_header = 0;
     std::thread thread;
-    std::thread::id thread_id;
+    int ucp_efd = -1;
 
-    std::mutex qmu; // guards queue and accepting
-    std::vector<std::function<void()>> queue;
-    bool accepting = true;
+    // The one lock of this worker: it guards every UCX object and all bookkeeping below.
+    // Whoever holds it may issue operations and drive progress: the progress thread when
+    // events wake it, or a thread waiting for its own call (caller-driven progress, which
+    // saves the two thread hand-offs per round trip). Nobody sleeps while holding it.
+    std::mutex mu;
+    std::atomic<std::thread::id> owner{}; // thread holding `mu` (re-entrancy and misuse checks)
+    // True while the progress thread sleeps (or is about to) in epoll_wait; a thread that
+    // leaves work for it then writes the eventfd. seq_cst on both sides: either the progress
+    // thread sees the work before it sleeps, or the other thread sees `sleeping` and wakes it.
+    std::atomic<bool> sleeping{false};
 
-    // Progress thread only.
-    bool stopping = false;
+    // Guarded by mu.
+    bool stopping = false;  // the destructor runs: new operations are refused
+    bool stopped = false;   // UCX objects are gone
+    int callers_active = 0; // threads driving progress while they wait for their own call
+    bool efd_in_epoll = true;
     std::vector<std::function<void()>> deferred; // work that may not run inside a UCX callback
     std::unordered_map<ucp_ep_h, std::shared_ptr<EndpointState>> eps;
     std::unordered_map<uint64_t, std::unique_ptr<PendingCall>> calls;
@@ -213,49 +239,84 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
 
     static thread_local Impl* current; // the Impl whose progress thread this is
 
-    // -- posting work to the progress thread (any thread) --
-    bool on_thread() const { return std::this_thread::get_id() == thread_id; }
+    // -- taking the lock (any thread) --
+    bool held_by_me() const { return owner.load() == std::this_thread::get_id(); }
 
-    bool post(std::function<void()> fn) {
-        bool wake;
-        {
-            std::lock_guard lock(qmu);
-            if (!accepting) return false;
-            wake = queue.empty();
-            queue.push_back(std::move(fn));
+    // Holds `mu` (unless this thread already does) and sets the callback context.
+    class Locked {
+    public:
+        explicit Locked(Impl* im) : im_(im) {
+            if (im->held_by_me()) return;
+            lock_ = std::unique_lock(im->mu);
+            im->owner = std::this_thread::get_id();
+            saved_ = std::exchange(current, im);
         }
-        if (wake) {
-            uint64_t one = 1;
-            ssize_t rc = ::write(wakefd, &one, sizeof one);
-            (void)rc; // the counter cannot overflow in practice; a lost wake is covered by the queue check
+        ~Locked() {
+            if (!lock_.owns_lock()) return;
+            current = saved_;
+            im_->owner = std::thread::id();
         }
+        void unlock() { // only for a sleep; relock() follows
+            current = saved_;
+            im_->owner = std::thread::id();
+            lock_.unlock();
+        }
+        void relock() {
+            lock_.lock();
+            im_->owner = std::this_thread::get_id();
+            saved_ = std::exchange(current, im_);
+        }
+
+    private:
+        Impl* im_;
+        std::unique_lock<std::mutex> lock_;
+        Impl* saved_ = nullptr;
+    };
+
+    // Runs fn under the lock; false (and fn not run) once the worker is shutting down.
+    bool with_lock(const std::function<void()>& fn) {
+        Locked l(this);
+        if (stopping) return false;
+        fn();
+        run_deferred();
         return true;
     }
 
-    bool run_or_post(std::function<void()> fn) {
-        if (on_thread() && !stopping) {
-            fn();
-            return true;
+    // Wakes the progress thread if it sleeps, so it progresses work left behind by another
+    // thread and recomputes its deadline.
+    void nudge() {
+        if (sleeping.load()) {
+            uint64_t one = 1;
+            ssize_t rc = ::write(wakefd, &one, sizeof one);
+            (void)rc; // an eventfd counter does not overflow at this rate
         }
-        return post(std::move(fn));
     }
 
-    // Runs fn on the progress thread and waits for its result.
+    // Runs fn under the lock and returns its result; cancelled once the worker shuts down.
     template <class T>
-    Result<T> run_sync(std::function<Result<T>()> fn) {
-        if (on_thread()) return fn();
-        auto p = std::make_shared<std::promise<Result<T>>>();
-        auto fut = p->get_future();
-        if (!post([p, fn = std::move(fn)] { p->set_value(fn()); }))
-            return Status(Code::cancelled, "transport worker is shut down");
-        return fut.get();
+    Result<T> run_sync(const std::function<Result<T>()>& fn) {
+        Locked l(this);
+        if (stopping) return Status(Code::cancelled, "transport worker is shut down");
+        Result<T> r = fn();
+        run_deferred();
+        return r;
     }
+
+    // Runs fn under the lock, then wakes the progress thread to carry on what fn started.
+    bool run_or_post(const std::function<void()>& fn) {
+        bool ran = with_lock(fn);
+        nudge();
+        return ran;
+    }
+
+    // Drives progress on the calling thread until `done` is set (lock held on entry and exit).
+    void drive_until(const std::atomic<int>& done, Locked& l);
 
     // -- lifecycle (progress thread) --
     Status init_ucx();
     void loop();
     void teardown();
-    bool drain_queue();
+    bool progress_once();
     bool run_deferred();
     int next_timeout_ms();
     void expire_deadlines();
@@ -287,6 +348,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
                             const CallOptions& options);
     void call_async(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
                     const CallOptions& options, CallCallback done);
+    std::unique_ptr<PendingCall> make_call(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
+                                           const CallOptions& options, CallCallback done);
     Result<Endpoint> handshake(std::shared_ptr<EndpointState> st, const std::string& what);
 };
 
@@ -421,20 +484,21 @@ Incoming::~Incoming() {
     auto im = impl.lock();
     if (!im) return;
     // The last copy of a ServerCall went away: free what UCX still holds and answer the caller.
-    im->post([im, conn = conn, id = id, opcode = opcode, bulk = bulk_desc, msg = msg_desc, answer = !replied.load()] {
-        if (bulk) ucp_am_data_release(im->worker, bulk);
-        if (msg) ucp_am_data_release(im->worker, msg);
-        if (answer)
+    im->with_lock([&] {
+        if (bulk_desc) ucp_am_data_release(im->worker, bulk_desc);
+        if (msg_desc) ucp_am_data_release(im->worker, msg_desc);
+        if (!replied.load())
             im->send_reply(conn, id, opcode,
                            Status(Code::internal, "request " + std::to_string(opcode) + " dropped by its handler"), {}, {});
     });
+    im->nudge();
 }
 
 MemoryRegion::State::~State() {
     auto im = impl.lock();
     if (!im || !memh) return;
-    im->post([im, m = memh] {
-        if (im->mapped.erase(m)) ucp_mem_unmap(im->ctx, m);
+    im->with_lock([&] {
+        if (im->mapped.erase(memh)) ucp_mem_unmap(im->ctx, memh);
     });
 }
 
@@ -466,7 +530,7 @@ Status Worker::Impl::init_ucx() {
 
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE; // only the progress thread touches it
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED; // every use is under Impl::mu
     s = ucp_worker_create(ctx, &wp, &worker);
     if (s != UCS_OK) return ucs_to_status(s, "create UCX worker");
 
@@ -495,7 +559,7 @@ Status Worker::Impl::init_ucx() {
         if (s != UCS_OK) return ucs_to_status(s, "register active-message handler");
     }
 
-    int efd = -1;
+    int& efd = ucp_efd;
     s = ucp_worker_get_efd(worker, &efd);
     if (s != UCS_OK) return ucs_to_status(s, "get UCX event fd");
     epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -509,14 +573,14 @@ Status Worker::Impl::init_ucx() {
     return Status::OK();
 }
 
-bool Worker::Impl::drain_queue() {
-    std::vector<std::function<void()>> batch;
-    {
-        std::lock_guard lock(qmu);
-        batch.swap(queue);
-    }
-    for (auto& fn : batch) fn();
-    return !batch.empty();
+// One round of work: UCX progress, the work callbacks deferred, and deadlines. True if
+// anything happened.
+bool Worker::Impl::progress_once() {
+    bool busy = false;
+    for (int i = 0; i < 64 && ucp_worker_progress(worker) != 0; ++i) busy = true;
+    busy |= run_deferred();
+    expire_deadlines();
+    return busy;
 }
 
 bool Worker::Impl::run_deferred() {
@@ -537,25 +601,36 @@ int Worker::Impl::next_timeout_ms() {
 }
 
 void Worker::Impl::loop() {
+    Locked l(this);
     auto last_activity = Clock::now();
     epoll_event evs[4];
     for (;;) {
-        bool busy = drain_queue();
-        for (int i = 0; i < 64 && ucp_worker_progress(worker) != 0; ++i) busy = true;
-        busy |= run_deferred();
-        expire_deadlines();
         if (stopping) return;
+        bool busy = progress_once();
         auto now = Clock::now();
         if (busy) {
             last_activity = now;
             continue;
         }
-        if (opts.busy_poll.count() > 0 && now - last_activity < opts.busy_poll) continue;
-        ucs_status_t s = ucp_worker_arm(worker);
-        if (s == UCS_ERR_BUSY) continue;
-        if (s != UCS_OK) JOBFS_ERROR("ucp_worker_arm: %s", ucs_status_string(s));
-        int n = epoll_wait(epfd, evs, 4, next_timeout_ms());
-        st_wakeups++;
+        if (opts.busy_poll.count() > 0 && now - last_activity < opts.busy_poll) {
+            // Let a caller that waits for the lock in, then poll again.
+            l.unlock();
+            __builtin_ia32_pause();
+            l.relock();
+            continue;
+        }
+        // While callers drive progress, the UCX event fd is theirs (see drive_until); the
+        // progress thread then only wakes for nudges and deadlines.
+        if (callers_active == 0) {
+            ucs_status_t s = ucp_worker_arm(worker);
+            if (s == UCS_ERR_BUSY) continue;
+            if (s != UCS_OK) JOBFS_ERROR("ucp_worker_arm: %s", ucs_status_string(s));
+        }
+        int timeout = next_timeout_ms();
+        sleeping.store(true);
+        l.unlock();
+        int n = epoll_wait(epfd, evs, 4, timeout);
+        sleeping.store(false);
         for (int i = 0; i < n; ++i) {
             if (evs[i].data.fd == wakefd) {
                 uint64_t v;
@@ -563,19 +638,54 @@ void Worker::Impl::loop() {
                 (void)rc;
             }
         }
+        l.relock();
+        st_wakeups++;
+    }
+}
+
+void Worker::Impl::drive_until(const std::atomic<int>& done, Locked& l) {
+    // The first caller takes the UCX event fd away from the progress thread, so that the
+    // events of this call wake only this thread; the last one gives it back, armed.
+    if (callers_active++ == 0 && efd_in_epoll) {
+        epoll_ctl(epfd, EPOLL_CTL_DEL, ucp_efd, nullptr);
+        efd_in_epoll = false;
+    }
+    auto spin_until = Clock::now() + opts.busy_poll;
+    while (!done.load(std::memory_order_acquire)) {
+        if (progress_once()) continue;
+        if (done.load(std::memory_order_acquire) || stopped) break;
+        if (Clock::now() < spin_until) continue;
+        ucs_status_t s = ucp_worker_arm(worker);
+        if (s == UCS_ERR_BUSY) continue;
+        int timeout = next_timeout_ms();
+        pollfd fds[2] = {{ucp_efd, POLLIN, 0}, {thread_wake_fd(), POLLIN, 0}};
+        l.unlock();
+        if (::poll(fds, 2, timeout) > 0 && (fds[1].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rc = ::read(fds[1].fd, &v, sizeof v);
+            (void)rc;
+        }
+        l.relock();
+    }
+    if (--callers_active == 0 && !stopped) {
+        // Hand the event fd back armed: the progress thread must wake for what comes next.
+        while (progress_once() || ucp_worker_arm(worker) == UCS_ERR_BUSY) {
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = ucp_efd;
+        epoll_ctl(epfd, EPOLL_CTL_ADD, ucp_efd, &ev);
+        efd_in_epoll = true;
+        if (!calls.empty()) nudge(); // its sleep may have to end at a new deadline
     }
 }
 
 void Worker::Impl::teardown() {
+    Locked l(this);
     if (listener) {
         ucp_listener_destroy(listener);
         listener = nullptr;
     }
-    {
-        std::lock_guard lock(qmu);
-        accepting = false;
-    }
-    drain_queue(); // calls posted before the stop fail as cancelled (stopping is set)
     std::vector<uint64_t> ids;
     for (auto& [id, c] : calls) ids.push_back(id);
     for (uint64_t id : ids) finish(id, Status(Code::cancelled, "transport worker shut down"));
@@ -600,6 +710,16 @@ void Worker::Impl::teardown() {
     for (uint64_t id : ids) {
         calls[id]->ucx_ops = 0;
         maybe_complete(id);
+    }
+    // Callers still inside drive_until have seen their calls end; let them leave first.
+    stopped = true;
+    while (callers_active > 0) {
+        uint64_t one = 1;
+        ssize_t rc = ::write(wakefd, &one, sizeof one);
+        (void)rc;
+        l.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        l.relock();
     }
     eps.clear();
     handlers.clear();
@@ -696,8 +816,8 @@ Result<uint16_t> Worker::Impl::do_listen(const std::string& host, uint16_t port)
 
 // ---- calls ----------------------------------------------------------------------------------
 
-void Worker::Impl::call_async(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
-                              const CallOptions& options, CallCallback done) {
+std::unique_ptr<PendingCall> Worker::Impl::make_call(const std::shared_ptr<EndpointState>& ep, uint16_t opcode,
+                                                     Bytes message, const CallOptions& options, CallCallback done) {
     auto c = std::make_unique<PendingCall>();
     c->opcode = opcode;
     c->ep = ep;
@@ -708,11 +828,18 @@ void Worker::Impl::call_async(const std::shared_ptr<EndpointState>& ep, uint16_t
     c->bulk_in = options.bulk_in;
     c->done = std::move(done);
     st_calls++;
-    auto* raw = c.release();
-    if (!run_or_post([this, raw] { start_call(std::unique_ptr<PendingCall>(raw)); })) {
-        std::unique_ptr<PendingCall> back(raw);
-        back->done(Status(Code::cancelled, "transport worker is shut down"));
-    }
+    return c;
+}
+
+void Worker::Impl::call_async(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
+                              const CallOptions& options, CallCallback done) {
+    auto c = make_call(ep, opcode, std::move(message), options, std::move(done));
+    bool started = false;
+    run_or_post([&] {
+        start_call(std::move(c));
+        started = true;
+    });
+    if (!started) c->done(Status(Code::cancelled, "transport worker is shut down"));
 }
 
 void Worker::Impl::start_call(std::unique_ptr<PendingCall> c) {
@@ -823,6 +950,13 @@ void Worker::Impl::maybe_complete(uint64_t id) {
         own->done(std::move(own->reply));
     else
         own->done(std::move(*own->outcome));
+    // A sync caller usually completes its own call; if another thread did, the caller may be
+    // asleep in drive_until and must be woken.
+    if (own->waiter != std::thread::id() && own->waiter != std::this_thread::get_id()) {
+        uint64_t one = 1;
+        ssize_t rc = ::write(own->waiter_fd, &one, sizeof one);
+        (void)rc;
+    }
 }
 
 void Worker::Impl::expire_deadlines() {
@@ -1110,27 +1244,36 @@ Result<Endpoint> Worker::Impl::handshake(std::shared_ptr<EndpointState> st, cons
         run_or_post([this, st] { close_ep(st, true); });
         return fail.with_context(what);
     }
-    st->peer_name = resp.name;
-    run_or_post([st] { st->established = true; });
+    run_or_post([st, name = resp.name] {
+        st->peer_name = name;
+        st->established = true;
+    });
     return Endpoint(st);
 }
 
 Result<Reply> Worker::Impl::call_sync(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
                                       const CallOptions& options) {
-    if (on_thread())
-        return Status(Code::internal, "blocking call on the transport's progress thread (use call_async)");
+    if (held_by_me())
+        return Status(Code::internal, "blocking call from a transport callback (use call_async)");
     struct Wait {
         std::atomic<int> done{0};
         std::optional<Result<Reply>> result;
     };
-    auto w = std::make_shared<Wait>();
-    call_async(ep, opcode, std::move(message), options, [w](Result<Reply> r) {
-        w->result.emplace(std::move(r));
-        w->done.store(1, std::memory_order_release);
-        w->done.notify_one();
+    Wait w; // completed under the lock, read after drive_until returns: no lifetime race
+    auto c = make_call(ep, opcode, std::move(message), options, [&w](Result<Reply> r) {
+        w.result.emplace(std::move(r));
+        w.done.store(1, std::memory_order_release);
     });
-    w->done.wait(0, std::memory_order_acquire);
-    return std::move(*w->result);
+    {
+        Locked l(this);
+        if (stopping) return Status(Code::cancelled, "transport worker is shut down");
+        c->waiter = std::this_thread::get_id();
+        c->waiter_fd = thread_wake_fd();
+        start_call(std::move(c));
+        drive_until(w.done, l);
+    }
+    if (!w.result) return Status(Code::cancelled, "transport worker shut down");
+    return std::move(*w.result);
 }
 
 // ---- Worker ---------------------------------------------------------------------------------
@@ -1146,7 +1289,6 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& options) {
     Impl* raw = impl.get();
     impl->thread = std::thread([raw, started] {
         Impl::current = raw;
-        raw->thread_id = std::this_thread::get_id();
         Status s = raw->init_ucx();
         bool ok = s.ok();
         started->set_value(std::move(s));
@@ -1161,14 +1303,19 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& options) {
         if (impl->ctx) ucp_cleanup(impl->ctx);
         if (impl->epfd >= 0) ::close(impl->epfd);
         ::close(impl->wakefd);
-        impl->accepting = false;
         return s;
     }
     return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
 
 Worker::~Worker() {
-    impl_->post([im = impl_.get()] { im->stopping = true; });
+    {
+        Impl::Locked l(impl_.get());
+        impl_->stopping = true;
+    }
+    uint64_t one = 1;
+    ssize_t rc = ::write(impl_->wakefd, &one, sizeof one);
+    (void)rc;
     impl_->thread.join();
     ::close(impl_->epfd);
     ::close(impl_->wakefd);
@@ -1295,31 +1442,24 @@ Status rma(const std::shared_ptr<EndpointState>& st, bool is_put, const void* lo
            std::span<const uint8_t> rkey, milliseconds timeout) {
     auto im = impl_of(st);
     if (!im) return Status(Code::cancelled, "endpoint is not connected");
-    if (im->on_thread()) return Status(Code::internal, "blocking RMA on the transport's progress thread");
+    if (im->held_by_me()) return Status(Code::internal, "blocking RMA from a transport callback");
     auto c = std::make_unique<PendingCall>();
     c->ep = st;
     c->timeout = timeout.count() > 0 ? timeout : im->opts.call_timeout;
     c->deadline = Clock::now() + c->timeout;
-    struct Wait {
-        std::atomic<int> done{0};
-        Status status;
+    std::atomic<int> done{0};
+    Status result;
+    c->done = [&](Result<Reply> r) {
+        result = r.status();
+        done.store(1, std::memory_order_release);
     };
-    auto w = std::make_shared<Wait>();
-    c->done = [w](Result<Reply> r) {
-        w->status = r.status();
-        w->done.store(1, std::memory_order_release);
-        w->done.notify_one();
-    };
-    auto* raw = c.release();
-    Bytes key(rkey.begin(), rkey.end());
-    if (!im->post([im, raw, is_put, local, length, remote, key = std::move(key)]() mutable {
-            im->start_rma(std::unique_ptr<PendingCall>(raw), is_put, local, length, remote, std::move(key));
-        })) {
-        delete raw;
-        return Status(Code::cancelled, "transport worker is shut down");
-    }
-    w->done.wait(0, std::memory_order_acquire);
-    return w->status;
+    Worker::Impl::Locked l(im.get());
+    if (im->stopping) return Status(Code::cancelled, "transport worker is shut down");
+    c->waiter = std::this_thread::get_id();
+    c->waiter_fd = thread_wake_fd();
+    im->start_rma(std::move(c), is_put, local, length, remote, Bytes(rkey.begin(), rkey.end()));
+    im->drive_until(done, l);
+    return done.load() ? result : Status(Code::cancelled, "transport worker shut down");
 }
 } // namespace
 
@@ -1399,7 +1539,7 @@ void ServerCall::receive_bulk(std::span<uint8_t> dst, std::function<void(Status)
         if (in->bulk_desc == nullptr) {
             if (in->eager_bulk.size() != in->bulk_length)
                 return done(Status(Code::invalid, "request bulk already received"));
-            std::memcpy(dst.data(), in->eager_bulk.data(), in->eager_bulk.size());
+            if (!in->eager_bulk.empty()) std::memcpy(dst.data(), in->eager_bulk.data(), in->eager_bulk.size());
             Bytes().swap(in->eager_bulk);
             return done(Status::OK());
         }

@@ -36,9 +36,16 @@ std::unique_ptr<Worker> make_worker(const std::string& name, const std::string& 
     return w.ok() ? std::move(*w) : nullptr;
 }
 
-class TransportTest : public ::testing::Test {
+// Every fixture test runs over each transport mode: UCX's default choice, tcp only (what crosses
+// machines), and shared memory allowed (tcp then only carries connection set-up).
+class TransportTest : public ::testing::TestWithParam<const char*> {
 protected:
     void SetUp() override {
+        const std::string tls = GetParam();
+        if (tls == "default")
+            unsetenv("UCX_TLS");
+        else
+            setenv("UCX_TLS", tls.c_str(), 1);
         server = make_worker("server", secret);
         ASSERT_TRUE(server);
         state = std::make_shared<TestServer>();
@@ -56,6 +63,7 @@ protected:
         conn = {};
         client.reset();
         server.reset();
+        unsetenv("UCX_TLS");
     }
 
     std::string secret = "job-42-secret";
@@ -65,7 +73,7 @@ protected:
     Endpoint conn;
 };
 
-TEST_F(TransportTest, EchoRoundTrip) {
+TEST_P(TransportTest, EchoRoundTrip) {
     auto r = rpc::call<Echo>(conn, EchoRequest{"hello", 7});
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->text, "hello");
@@ -74,7 +82,7 @@ TEST_F(TransportTest, EchoRoundTrip) {
     EXPECT_EQ(conn.peer_name(), "server");
 }
 
-TEST_F(TransportTest, TenThousandRequestsWith64InFlight) {
+TEST_P(TransportTest, TenThousandRequestsWith64InFlight) {
     constexpr int kTotal = 10000, kWindow = 64;
     std::mutex mu;
     std::condition_variable cv;
@@ -102,7 +110,7 @@ TEST_F(TransportTest, TenThousandRequestsWith64InFlight) {
     EXPECT_GE(server->stats().requests_served, static_cast<uint64_t>(kTotal));
 }
 
-TEST_F(TransportTest, Bulk256MiBIn4MiBPiecesBothWays) {
+TEST_P(TransportTest, Bulk256MiBIn4MiBPiecesBothWays) {
     constexpr size_t kPiece = 4 << 20, kPieces = 64;
     std::vector<uint8_t> buf(kPiece);
     uint32_t sent_crc = 0, acked_crc = 0, recv_crc = 0, announced_crc = 0;
@@ -139,7 +147,7 @@ TEST_F(TransportTest, Bulk256MiBIn4MiBPiecesBothWays) {
     EXPECT_EQ(recv_crc, announced_crc);
 }
 
-TEST_F(TransportTest, SmallBulkTravelsEagerly) {
+TEST_P(TransportTest, SmallBulkTravelsEagerly) {
     std::vector<uint8_t> buf(1000);
     fill_pattern(buf.data(), buf.size(), 5);
     CallOptions o;
@@ -157,7 +165,7 @@ TEST_F(TransportTest, SmallBulkTravelsEagerly) {
     EXPECT_TRUE(in == buf);
 }
 
-TEST_F(TransportTest, LargeMessagesTravelOutOfLine) {
+TEST_P(TransportTest, LargeMessagesTravelOutOfLine) {
     for (size_t size : {size_t{100}, server->max_inline_message() + 1, size_t{300 << 10}}) {
         BigMessage m;
         m.blob.resize(size);
@@ -169,7 +177,7 @@ TEST_F(TransportTest, LargeMessagesTravelOutOfLine) {
     }
 }
 
-TEST_F(TransportTest, ErrorRepliesCarryCodeAndMessage) {
+TEST_P(TransportTest, ErrorRepliesCarryCodeAndMessage) {
     auto r = rpc::call<Fail>(conn, FailRequest{static_cast<int32_t>(Code::not_found), "no such file /ckpt/a"});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::not_found);
@@ -177,26 +185,26 @@ TEST_F(TransportTest, ErrorRepliesCarryCodeAndMessage) {
     EXPECT_EQ(r.status().to_errno(), ENOENT);
 }
 
-TEST_F(TransportTest, UnknownOpcodeIsUnsupported) {
+TEST_P(TransportTest, UnknownOpcodeIsUnsupported) {
     auto r = conn.call(999, {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::unsupported);
 }
 
-TEST_F(TransportTest, MalformedRequestBodyGetsProtocolError) {
+TEST_P(TransportTest, MalformedRequestBodyGetsProtocolError) {
     auto r = conn.call(Echo::opcode, Bytes{1, 2, 3}); // not an EchoRequest
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::protocol);
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"still fine", 1}).ok());
 }
 
-TEST_F(TransportTest, DroppedCallIsAnsweredWithInternalError) {
+TEST_P(TransportTest, DroppedCallIsAnsweredWithInternalError) {
     auto r = rpc::call<Drop>(conn, Empty{});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::internal);
 }
 
-TEST_F(TransportTest, UnansweredCallTimesOutOnTime) {
+TEST_P(TransportTest, UnansweredCallTimesOutOnTime) {
     CallOptions o;
     o.timeout = 300ms;
     auto t0 = Clock::now();
@@ -210,7 +218,7 @@ TEST_F(TransportTest, UnansweredCallTimesOutOnTime) {
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after", 2}).ok());
 }
 
-TEST_F(TransportTest, ReplyBulkLargerThanBufferIsTooLarge) {
+TEST_P(TransportTest, ReplyBulkLargerThanBufferIsTooLarge) {
     std::vector<uint8_t> small(1000);
     CallOptions o;
     o.bulk_in = small;
@@ -220,7 +228,7 @@ TEST_F(TransportTest, ReplyBulkLargerThanBufferIsTooLarge) {
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after", 3}).ok());
 }
 
-TEST_F(TransportTest, RmaGetAndPutOnRegisteredMemory) {
+TEST_P(TransportTest, RmaGetAndPutOnRegisteredMemory) {
     auto info = rpc::call<ShareRegion>(conn, Empty{});
     ASSERT_TRUE(info.ok()) << info.status().to_string();
     std::vector<uint8_t> local(info->length);
@@ -235,7 +243,7 @@ TEST_F(TransportTest, RmaGetAndPutOnRegisteredMemory) {
     EXPECT_EQ(check->crc, crc32c(local.data(), local.size()));
 }
 
-TEST_F(TransportTest, ConnectByWorkerAddress) {
+TEST_P(TransportTest, ConnectByWorkerAddress) {
     auto other = make_worker("peer-by-address", secret);
     auto ep = other->connect_address(server->address(), "server-by-address");
     ASSERT_TRUE(ep.ok()) << ep.status().to_string();
@@ -250,7 +258,7 @@ TEST_F(TransportTest, ConnectByWorkerAddress) {
     EXPECT_EQ(g->crc, crc32c(buf.data(), buf.size()));
 }
 
-TEST_F(TransportTest, WrongSecretIsRefused) {
+TEST_P(TransportTest, WrongSecretIsRefused) {
     auto intruder = make_worker("intruder", "not-the-secret");
     auto ep = intruder->connect("127.0.0.1", port);
     ASSERT_FALSE(ep.ok());
@@ -259,7 +267,7 @@ TEST_F(TransportTest, WrongSecretIsRefused) {
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"still served", 4}).ok());
 }
 
-TEST_F(TransportTest, ClosedEndpointFailsCalls) {
+TEST_P(TransportTest, ClosedEndpointFailsCalls) {
     conn.close();
     auto r = rpc::call<Echo>(conn, EchoRequest{"x", 1});
     ASSERT_FALSE(r.ok());
@@ -267,7 +275,7 @@ TEST_F(TransportTest, ClosedEndpointFailsCalls) {
         << r.status().to_string();
 }
 
-TEST_F(TransportTest, IdleWorkersUseNoCpu) {
+TEST_P(TransportTest, IdleWorkersUseNoCpu) {
     ASSERT_TRUE(rpc::call<Echo>(conn, EchoRequest{"warm", 1}).ok());
     std::this_thread::sleep_for(200ms); // let connection setup settle
     auto wake0 = server->stats().wakeups + client->stats().wakeups;
@@ -285,7 +293,7 @@ TEST_F(TransportTest, IdleWorkersUseNoCpu) {
     EXPECT_LT(wakeups, 50u) << "idle wakeups";
 }
 
-TEST_F(TransportTest, GarbageFramesDropTheConnectionNotTheServer) {
+TEST_P(TransportTest, GarbageFramesDropTheConnectionNotTheServer) {
     std::mt19937_64 rng(4242);
     const uint64_t malformed0 = server->stats().malformed_frames;
     int sent = 0;
@@ -335,7 +343,7 @@ TEST_F(TransportTest, GarbageFramesDropTheConnectionNotTheServer) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
 }
 
-TEST_F(TransportTest, ValidFrameWithGarbageBodyGetsErrorReply) {
+TEST_P(TransportTest, ValidFrameWithGarbageBodyGetsErrorReply) {
     std::mt19937_64 rng(99);
     for (int i = 0; i < 200; ++i) {
         Bytes body(rng() % 64);
@@ -349,6 +357,12 @@ TEST_F(TransportTest, ValidFrameWithGarbageBodyGetsErrorReply) {
     }
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after fuzz", 6}).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Tls, TransportTest, ::testing::Values("default", "tcp", "sm,self,tcp"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                             std::string n = i.param;
+                             return n == "default" ? std::string("default") : n == "tcp" ? std::string("tcp") : std::string("shm");
+                         });
 
 TEST(TransportConnect, RefusedWhenNobodyListens) {
     auto client = make_worker("client");

@@ -1,0 +1,27 @@
+# bench/lib.sh: helpers shared by the benchmark scripts (sourced, not run).
+
+# Finds a jobfs program: $JOBFS_BENCH_BIN, then an installed tree, then a build tree.
+bench_find() {
+  name=$1
+  for d in ${JOBFS_BENCH_BIN:-} /usr/local/libexec/jobfs /usr/libexec/jobfs \
+           "$BENCH_DIR/../build/bench" "$BENCH_DIR/../bench"; do
+    if [ -x "$d/$name" ]; then echo "$d/$name"; return 0; fi
+  done
+  echo "bench: $name not found; build and install jobfs first (make install), or set JOBFS_BENCH_BIN" >&2
+  return 1
+}
+
+# A TCP port that nothing listens on right now.
+bench_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+bench_progress() { printf 'bench: %s\n' "$*" >&2; }
+
+# bench_line NAME VALUE BASELINE UNIT [higher|lower]: prints the summary line with the ratio
+# jobfs/baseline (for latencies the ratio is still jobfs/baseline: lower is better there).
+bench_line() {
+  awk -v n="$1" -v j="$2" -v b="$3" -v u="$4" 'BEGIN {
+    r = (b > 0) ? j / b : 0
+    printf "bench %s: jobfs %.2f %s, baseline %.2f %s, ratio %.2f\n", n, j, u, b, u, r }'
+}
