@@ -18,7 +18,7 @@ bench_free_port() {
 
 bench_progress() { printf 'bench: %s\n' "$*" >&2; }
 
-# bench_line NAME VALUE BASELINE UNIT [higher|lower]: prints the summary line with the ratio
+# bench_line NAME VALUE BASELINE UNIT: prints the summary line with the ratio
 # jobfs/baseline (for latencies the ratio is still jobfs/baseline: lower is better there).
 bench_line() {
   awk -v n="$1" -v j="$2" -v b="$3" -v u="$4" 'BEGIN {

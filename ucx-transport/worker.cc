@@ -227,6 +227,10 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     bool stopped = false;   // UCX objects are gone
     int callers_active = 0; // threads driving progress while they wait for their own call
     bool efd_in_epoll = true;
+    // With busy polling, the last caller keeps the UCX event fd away from the progress thread
+    // until this time, so that back-to-back calls do not wake it (see drive_until).
+    Clock::time_point efd_grace_until{};
+    Clock::time_point sleep_until{}; // when the sleeping progress thread wakes at the latest
     std::vector<std::function<void()>> deferred; // work that may not run inside a UCX callback
     std::unordered_map<ucp_ep_h, std::shared_ptr<EndpointState>> eps;
     std::unordered_map<uint64_t, std::unique_ptr<PendingCall>> calls;
@@ -311,6 +315,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
 
     // Drives progress on the calling thread until `done` is set (lock held on entry and exit).
     void drive_until(const std::atomic<int>& done, Locked& l);
+    // Gives the UCX event fd back to the progress thread, armed.
+    void return_event_fd();
 
     // -- lifecycle (progress thread) --
     Status init_ucx();
@@ -620,13 +626,16 @@ void Worker::Impl::loop() {
             continue;
         }
         // While callers drive progress, the UCX event fd is theirs (see drive_until); the
-        // progress thread then only wakes for nudges and deadlines.
-        if (callers_active == 0) {
+        // progress thread then only wakes for nudges, deadlines, and to take it back.
+        if (!efd_in_epoll && callers_active == 0 && now >= efd_grace_until) return_event_fd();
+        if (efd_in_epoll) {
             ucs_status_t s = ucp_worker_arm(worker);
             if (s == UCS_ERR_BUSY) continue;
             if (s != UCS_OK) JOBFS_ERROR("ucp_worker_arm: %s", ucs_status_string(s));
         }
         int timeout = next_timeout_ms();
+        if (!efd_in_epoll && (timeout < 0 || timeout > 1)) timeout = 1; // check back soon
+        sleep_until = timeout < 0 ? Clock::time_point::max() : Clock::now() + milliseconds(timeout);
         sleeping.store(true);
         l.unlock();
         int n = epoll_wait(epfd, evs, 4, timeout);
@@ -668,16 +677,28 @@ void Worker::Impl::drive_until(const std::atomic<int>& done, Locked& l) {
         l.relock();
     }
     if (--callers_active == 0 && !stopped) {
-        // Hand the event fd back armed: the progress thread must wake for what comes next.
-        while (progress_once() || ucp_worker_arm(worker) == UCS_ERR_BUSY) {
+        if (opts.busy_poll.count() > 0) {
+            // Another call is likely to follow at once: keep the event fd a little longer, so
+            // that the progress thread is not woken between calls. It takes the fd back when
+            // this grace ends (it checks every millisecond meanwhile).
+            efd_grace_until = Clock::now() + opts.busy_poll;
+            if (!calls.empty()) nudge();
+        } else {
+            return_event_fd();
         }
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.fd = ucp_efd;
-        epoll_ctl(epfd, EPOLL_CTL_ADD, ucp_efd, &ev);
-        efd_in_epoll = true;
-        if (!calls.empty()) nudge(); // its sleep may have to end at a new deadline
     }
+}
+
+void Worker::Impl::return_event_fd() {
+    // Hand the event fd back armed: the progress thread must wake for what comes next.
+    while (progress_once() || ucp_worker_arm(worker) == UCS_ERR_BUSY) {
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = ucp_efd;
+    epoll_ctl(epfd, EPOLL_CTL_ADD, ucp_efd, &ev);
+    efd_in_epoll = true;
+    if (!calls.empty()) nudge(); // its sleep may have to end at a new deadline
 }
 
 void Worker::Impl::teardown() {
@@ -736,7 +757,7 @@ void Worker::Impl::teardown() {
 Result<std::shared_ptr<EndpointState>> Worker::Impl::create_ep(ucp_ep_params_t& params, std::string peer,
                                                                bool outgoing) {
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_mode = opts.detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = on_ep_error;
     params.err_handler.arg = nullptr;
     ucp_ep_h ep = nullptr;
@@ -834,12 +855,18 @@ std::unique_ptr<PendingCall> Worker::Impl::make_call(const std::shared_ptr<Endpo
 void Worker::Impl::call_async(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
                               const CallOptions& options, CallCallback done) {
     auto c = make_call(ep, opcode, std::move(message), options, std::move(done));
-    bool started = false;
-    run_or_post([&] {
+    bool started = false, wake = false;
+    const auto deadline = c->deadline;
+    with_lock([&] {
         start_call(std::move(c));
         started = true;
+        // UCX wakes the progress thread for every further step of the call (its event fd
+        // covers replies, rendezvous requests and a socket that can take more data), so only
+        // a deadline earlier than its planned wake-up needs a nudge.
+        wake = deadline < sleep_until;
     });
-    if (!started) c->done(Status(Code::cancelled, "transport worker is shut down"));
+    if (!started) return c->done(Status(Code::cancelled, "transport worker is shut down"));
+    if (wake) nudge();
 }
 
 void Worker::Impl::start_call(std::unique_ptr<PendingCall> c) {

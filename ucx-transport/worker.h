@@ -40,6 +40,11 @@ struct WorkerOptions {
     std::chrono::milliseconds call_timeout{30000};    // default deadline of a call
     std::chrono::milliseconds connect_timeout{10000}; // deadline of connect (handshake included)
     std::chrono::microseconds busy_poll{0};           // keep polling this long after activity
+    // UCX reports a dead peer on an endpoint (UCP_ERR_HANDLING_MODE_PEER), so calls fail with
+    // peer_gone at once. UCX 1.13 then uses only transports that detect peer failure, which
+    // excludes shared memory; without it, shared memory is used between processes on one host
+    // and a dead peer shows as a timeout instead.
+    bool detect_peer_failure = true;
 };
 
 // Outgoing bulk of a reply: memory the transport reads until the send completes. `keep` is

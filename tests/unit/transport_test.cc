@@ -364,6 +364,82 @@ INSTANTIATE_TEST_SUITE_P(Tls, TransportTest, ::testing::Values("default", "tcp",
                              return n == "default" ? std::string("default") : n == "tcp" ? std::string("tcp") : std::string("shm");
                          });
 
+// UCX 1.13 uses shared memory only for endpoints without peer-failure detection; the daemons
+// on one host can connect so (by worker address) and rely on deadlines instead.
+TEST(TransportSharedMemory, WorkerAddressWithoutPeerDetection) {
+    setenv("UCX_TLS", "sm,self,tcp", 1);
+    WorkerOptions o;
+    o.detect_peer_failure = false;
+    o.call_timeout = 10s;
+    o.name = "shm-server";
+    auto server = Worker::create(o);
+    o.name = "shm-client";
+    auto client = Worker::create(o);
+    unsetenv("UCX_TLS");
+    ASSERT_TRUE(server.ok() && client.ok());
+    serve_test_protocol(**server, std::make_shared<TestServer>());
+    auto ep = (*client)->connect_address((*server)->address(), "shm-server");
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    auto r = rpc::call<Echo>(*ep, EchoRequest{"over shm", 1});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->server, "shm-server");
+    std::vector<uint8_t> buf(4 << 20);
+    fill_pattern(buf.data(), buf.size(), 77);
+    CallOptions put;
+    put.bulk_out = buf;
+    auto p = rpc::call<PutBlob>(*ep, PutRequest{buf.size()}, put);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->crc, crc32c(buf.data(), buf.size()));
+    CallOptions get;
+    get.bulk_in = buf;
+    auto g = rpc::call<GetBlob>(*ep, GetRequest{buf.size(), 78}, get);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(crc32c(buf.data(), buf.size()), g->crc);
+}
+
+// With busy polling, callers keep UCX's event fd for a grace period after each call; requests
+// must still be served, and the workers must still fall asleep when the traffic stops.
+TEST(TransportBusyPoll, ServesThenFallsAsleep) {
+    WorkerOptions o;
+    o.busy_poll = 200us;
+    o.call_timeout = 10s;
+    o.name = "poll-server";
+    auto server = Worker::create(o);
+    o.name = "poll-client";
+    auto client = Worker::create(o);
+    ASSERT_TRUE(server.ok() && client.ok());
+    serve_test_protocol(**server, std::make_shared<TestServer>());
+    auto port = (*server)->listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok());
+    auto ep = (*client)->connect("127.0.0.1", *port);
+    ASSERT_TRUE(ep.ok());
+    for (int i = 0; i < 2000; ++i) {
+        auto r = rpc::call<Echo>(*ep, EchoRequest{"p", static_cast<uint64_t>(i)});
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        ASSERT_EQ(r->seq, static_cast<uint64_t>(i));
+    }
+    // Async calls right after sync ones, while the event fd may still be in its grace period.
+    std::atomic<int> ok{0};
+    for (int i = 0; i < 100; ++i)
+        rpc::call_async<Echo>(*ep, EchoRequest{"a", 1}, {}, [&](Result<EchoResponse> r, size_t) { ok += r.ok(); });
+    auto until = Clock::now() + 10s;
+    while (ok < 100 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(ok.load(), 100);
+
+    std::this_thread::sleep_for(100ms);
+    rusage a{}, b{};
+    getrusage(RUSAGE_SELF, &a);
+    auto wake0 = (*server)->stats().wakeups + (*client)->stats().wakeups;
+    std::this_thread::sleep_for(1s);
+    getrusage(RUSAGE_SELF, &b);
+    auto usec = [](const rusage& r) {
+        return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000000L + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+    };
+    EXPECT_LT(usec(b) - usec(a), 100000) << "CPU used while idle after busy polling";
+    EXPECT_LT((*server)->stats().wakeups + (*client)->stats().wakeups - wake0, 50u);
+    EXPECT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"after sleep", 3}).ok());
+}
+
 TEST(TransportConnect, RefusedWhenNobodyListens) {
     auto client = make_worker("client");
     // Find a port nobody listens on: bind a listener, note its port, stop it.
