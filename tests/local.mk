@@ -23,6 +23,22 @@ tests_helpers_transport_peer_LDADD = ucx-transport/libjobfs_transport.la $(ISAL_
 
 TESTS += tests/unit/wire_test tests/unit/transport_test
 
+# server/ parts
+SERVER_UNIT_LIBS = server/libjobfs_server.la $(UNIT_LIBS)
+check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test \
+	tests/unit/chunk_service_test
+tests_unit_chunk_service_test_SOURCES = tests/unit/chunk_service_test.cc
+tests_unit_chunk_service_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_chunk_service_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
+tests_unit_config_test_SOURCES = tests/unit/config_test.cc
+tests_unit_config_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_config_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
+tests_unit_chunk_store_test_SOURCES = tests/unit/chunk_store_test.cc
+tests_unit_chunk_store_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_chunk_store_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/config_test tests/unit/chunk_store_test \
+	tests/unit/chunk_service_test
+
 # libFuzzer target for the decoder (clang only): `make fuzz` builds it, `make run-fuzz` runs it
 # for FUZZ_SECONDS. Compiled directly with clang++, outside the automake compiler setup.
 FUZZ_SECONDS = 30

@@ -8,7 +8,8 @@ ucx_transport_libjobfs_transport_la_SOURCES = \
 	ucx-transport/frame.h ucx-transport/frame.cc \
 	ucx-transport/transport_protocol.h \
 	ucx-transport/worker.h ucx-transport/worker.cc \
-	ucx-transport/rpc.h
+	ucx-transport/rpc.h \
+	ucx-transport/daemon_protocol.h
 ucx_transport_libjobfs_transport_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
 ucx_transport_libjobfs_transport_la_LIBADD = $(UCX_LIBS) -lpthread
 EXTRA_DIST += ucx-transport/README.md

@@ -1,0 +1,463 @@
+// chunk_store.cc: chunk files with per-block CRC32C. See chunk_store.h for the guarantees.
+//
+// On disk, for chunk (ino, index):
+//   <data_dir>/chunks/<ino % 256 as 2 hex>/<ino as 16 hex>.<index as 8 hex>      the data
+//   <same>.crc                                                                    the checksums
+// The checksum file has one 8-byte entry per 64 KiB block: the CRC32C of the block's bytes
+// (up to the chunk's length) and a word that is 1 once the block has been written. A block
+// never written is a hole and reads as zeros without a check.
+#include "server/chunk_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <isa-l/crc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <array>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "log.h"
+
+namespace jobfs::server {
+namespace {
+
+constexpr uint32_t kBlock = ChunkStore::kBlockSize;
+constexpr size_t kLockStripes = 64;
+constexpr size_t kMaxOpenChunks = 256;
+
+struct CrcEntry {
+    uint32_t crc;
+    uint32_t written;
+};
+static_assert(sizeof(CrcEntry) == 8);
+
+uint32_t crc32c(const uint8_t* p, size_t n) {
+    return crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), 0);
+}
+
+size_t chunk_hash(ChunkId id) { return std::hash<uint64_t>()(id.ino * 0x9e3779b97f4a7c15ull ^ id.index); }
+
+Status errno_status(const std::string& what) { return Status::from_errno(errno, what); }
+
+// pread/pwrite until done: regular files may return short counts on signals.
+bool pread_all(int fd, uint8_t* p, size_t n, off_t off, size_t* got) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = ::pread(fd, p + done, n - done, off + static_cast<off_t>(done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return false;
+        if (r == 0) break;
+        done += static_cast<size_t>(r);
+    }
+    *got = done;
+    return true;
+}
+
+bool pwrite_all(int fd, const uint8_t* p, size_t n, off_t off) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = ::pwrite(fd, p + done, n - done, off + static_cast<off_t>(done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        done += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+} // namespace
+
+struct ChunkStore::Impl {
+    std::string dir; // <data_dir>/chunks
+    uint64_t chunk_size = 0;
+    std::array<std::mutex, kLockStripes> locks;
+
+    // Open chunk files, most recently used first. Guarded by cache_mu; an entry's fds are used
+    // only under that chunk's stripe lock, and closed only when evicted under cache_mu while no
+    // user holds it (users take a reference).
+    struct Open {
+        ChunkId id;
+        int data = -1;
+        int crc = -1;
+        int users = 0;
+    };
+    std::mutex cache_mu;
+    std::list<Open> lru;
+    struct Hash {
+        size_t operator()(const ChunkId& c) const { return chunk_hash(c); }
+    };
+    std::unordered_map<ChunkId, std::list<Open>::iterator, Hash> index;
+    std::atomic<uint64_t> chunk_files{0};
+
+    std::mutex& lock_for(ChunkId id) { return locks[chunk_hash(id) % kLockStripes]; }
+
+    std::string subdir(uint64_t ino) const {
+        char b[8];
+        std::snprintf(b, sizeof b, "%02" PRIx64, ino % 256);
+        return dir + "/" + b;
+    }
+    std::string path(ChunkId id) const {
+        char b[48];
+        std::snprintf(b, sizeof b, "/%016" PRIx64 ".%08" PRIx64, id.ino, id.index);
+        return subdir(id.ino) + b;
+    }
+
+    // Returns the open files of a chunk (creating them if `create`), or not_found.
+    Result<Open*> acquire(ChunkId id, bool create) {
+        {
+            std::lock_guard l(cache_mu);
+            auto it = index.find(id);
+            if (it != index.end()) {
+                lru.splice(lru.begin(), lru, it->second);
+                it->second->users++;
+                return &*it->second;
+            }
+        }
+        std::string p = path(id);
+        int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+        int data = ::open(p.c_str(), flags, 0600);
+        if (data < 0 && errno == ENOENT && create) {
+            if (::mkdir(subdir(id.ino).c_str(), 0700) != 0 && errno != EEXIST)
+                return errno_status("create chunk directory " + subdir(id.ino));
+            data = ::open(p.c_str(), flags, 0600);
+        }
+        if (data < 0) {
+            if (errno == ENOENT) return Status(Code::not_found, "no chunk " + p);
+            return errno_status("open chunk " + p);
+        }
+        int crc = ::open((p + ".crc").c_str(), O_RDWR | O_CLOEXEC | O_CREAT, 0600);
+        if (crc < 0) {
+            Status s = errno_status("open checksums of " + p);
+            ::close(data);
+            return s;
+        }
+        if (create) {
+            // The checksum file is reserved whole at once, so that updating it never runs
+            // out of space after the data was written.
+            off_t want = static_cast<off_t>((chunk_size + kBlock - 1) / kBlock * sizeof(CrcEntry));
+            struct stat st {};
+            if (::fstat(crc, &st) == 0 && st.st_size < want) {
+                if (::fallocate(crc, 0, 0, want) != 0) {
+                    Status s = errno_status("reserve checksums of " + p);
+                    ::close(data);
+                    ::close(crc);
+                    ::unlink((p + ".crc").c_str());
+                    ::unlink(p.c_str());
+                    return s;
+                }
+                chunk_files++;
+            }
+        }
+        std::lock_guard l(cache_mu);
+        auto it = index.find(id);
+        if (it != index.end()) { // another thread opened it meanwhile
+            ::close(data);
+            ::close(crc);
+            it->second->users++;
+            return &*it->second;
+        }
+        lru.push_front(Open{id, data, crc, 1});
+        index[id] = lru.begin();
+        evict_locked();
+        return &lru.front();
+    }
+
+    void release(Open* o) {
+        std::lock_guard l(cache_mu);
+        o->users--;
+        evict_locked();
+    }
+
+    void evict_locked() {
+        auto it = lru.end();
+        while (lru.size() > kMaxOpenChunks && it != lru.begin()) {
+            --it;
+            if (it->users > 0) continue;
+            ::close(it->data);
+            ::close(it->crc);
+            index.erase(it->id);
+            it = lru.erase(it);
+        }
+    }
+
+    // Forgets the cached files of a chunk (before it is deleted). Caller holds its stripe lock.
+    void forget(ChunkId id) {
+        std::lock_guard l(cache_mu);
+        auto it = index.find(id);
+        if (it == index.end()) return;
+        // A user of this chunk would hold the stripe lock, which the caller holds: none.
+        ::close(it->second->data);
+        ::close(it->second->crc);
+        lru.erase(it->second);
+        index.erase(it);
+    }
+
+    Result<std::vector<CrcEntry>> load_crcs(const Open& o, uint64_t first_block, uint64_t count) {
+        std::vector<CrcEntry> e(count);
+        size_t got = 0;
+        if (!pread_all(o.crc, reinterpret_cast<uint8_t*>(e.data()), count * sizeof(CrcEntry),
+                       static_cast<off_t>(first_block * sizeof(CrcEntry)), &got))
+            return errno_status("read checksums of " + path(o.id));
+        // Entries past the file's end were never written: holes.
+        std::memset(reinterpret_cast<uint8_t*>(e.data()) + got, 0, count * sizeof(CrcEntry) - got);
+        return e;
+    }
+
+    // Reads block b of the chunk (up to `len` = chunk length) into buf and verifies it.
+    // Returns the number of bytes the block holds.
+    Result<size_t> read_block(const Open& o, uint64_t b, uint64_t len, const CrcEntry& e, uint8_t* buf) {
+        uint64_t start = b * kBlock;
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, len > start ? len - start : 0));
+        if (n == 0) return size_t{0};
+        size_t got = 0;
+        if (!pread_all(o.data, buf, n, static_cast<off_t>(start), &got))
+            return errno_status("read chunk " + path(o.id));
+        if (got < n) std::memset(buf + got, 0, n - got);
+        if (e.written && crc32c(buf, n) != e.crc) {
+            JOBFS_ERROR("checksum mismatch in %s block %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64 ")",
+                        path(o.id).c_str(), b, start, start + n);
+            return Status(Code::io, "checksum mismatch in chunk " + path(o.id) + " block " + std::to_string(b));
+        }
+        if (!e.written && std::any_of(buf, buf + n, [](uint8_t c) { return c != 0; })) {
+            // Data where no write was recorded: a write that did not finish updating its
+            // checksums (crash). The block cannot be trusted.
+            return Status(Code::io, "unrecorded data in chunk " + path(o.id) + " block " + std::to_string(b));
+        }
+        return n;
+    }
+
+    Result<uint64_t> data_length(const Open& o) {
+        struct stat st {};
+        if (::fstat(o.data, &st) != 0) return errno_status("stat chunk " + path(o.id));
+        return static_cast<uint64_t>(st.st_size);
+    }
+};
+
+ChunkStore::ChunkStore(std::unique_ptr<Impl> impl, uint64_t chunk_size)
+    : impl_(std::move(impl)), chunk_size_(chunk_size) {}
+
+ChunkStore::~ChunkStore() {
+    for (auto& o : impl_->lru) {
+        ::close(o.data);
+        ::close(o.crc);
+    }
+}
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir, uint64_t chunk_size) {
+    if (chunk_size == 0 || chunk_size % kBlock != 0 || chunk_size > (1ull << 30))
+        return Status(Code::invalid, "chunk size " + std::to_string(chunk_size) +
+                                         " must be a multiple of 64 KiB, at most 1 GiB");
+    auto impl = std::make_unique<Impl>();
+    impl->dir = data_dir + "/chunks";
+    impl->chunk_size = chunk_size;
+    if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + data_dir);
+    if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
+    if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);
+    return std::unique_ptr<ChunkStore>(new ChunkStore(std::move(impl), chunk_size));
+}
+
+Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> data) {
+    if (offset > chunk_size_ || data.size() > chunk_size_ - offset)
+        return Status(Code::invalid, "write of " + std::to_string(data.size()) + " bytes at " +
+                                         std::to_string(offset) + " past the chunk size");
+    if (data.empty()) return Status::OK();
+    std::lock_guard lock(impl_->lock_for(id));
+    auto o = impl_->acquire(id, true);
+    if (!o.ok()) return o.status();
+    Impl::Open& f = **o;
+    struct Release {
+        Impl* impl;
+        Impl::Open* o;
+        ~Release() { impl->release(o); }
+    } release{impl_.get(), &f};
+
+    auto len = impl_->data_length(f);
+    if (!len.ok()) return len.status();
+    const uint64_t end = offset + data.size();
+    const uint64_t new_len = std::max(*len, end);
+
+    // Reserve the range first: ENOSPC now, before anything in the chunk changes.
+    if (::fallocate(f.data, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(data.size())) != 0) {
+        if (errno == ENOSPC) return Status(Code::no_space, "no space left for chunk " + impl_->path(id));
+        if (errno != EOPNOTSUPP) return errno_status("reserve chunk " + impl_->path(id));
+    }
+
+    // New checksums of every block the write touches. Edge blocks that keep old bytes are
+    // read (and verified) first, so the new checksum covers the whole block.
+    const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
+    // The block that held the old end may grow: it is rewritten too when the write starts past it.
+    const uint64_t old_last = *len > 0 ? (*len - 1) / kBlock : 0;
+    const uint64_t first = (*len > 0 && old_last < b0 && *len % kBlock != 0) ? old_last : b0;
+    auto crcs = impl_->load_crcs(f, first, b1 - first + 1);
+    if (!crcs.ok()) return crcs.status();
+    std::vector<uint8_t> block(kBlock);
+    std::vector<CrcEntry> updated(b1 - first + 1);
+    for (uint64_t b = first; b <= b1; ++b) {
+        const uint64_t bs = b * kBlock;
+        const uint64_t be = std::min<uint64_t>(bs + kBlock, new_len);
+        CrcEntry& e = (*crcs)[b - first];
+        // Old bytes of this block (verified), then the new bytes over them.
+        std::fill(block.begin(), block.end(), 0);
+        if (bs < *len) {
+            auto r = impl_->read_block(f, b, *len, e, block.data());
+            if (!r.ok()) return r.status();
+        }
+        const uint64_t ws = std::max(bs, offset), we = std::min(be, end);
+        if (we > ws) std::memcpy(block.data() + (ws - bs), data.data() + (ws - offset), we - ws);
+        updated[b - first] = CrcEntry{crc32c(block.data(), be - bs), 1};
+    }
+    if (!pwrite_all(f.data, data.data(), data.size(), static_cast<off_t>(offset)))
+        return errno == ENOSPC ? Status(Code::no_space, "no space left for chunk " + impl_->path(id))
+                               : errno_status("write chunk " + impl_->path(id));
+    if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(updated.data()), updated.size() * sizeof(CrcEntry),
+                    static_cast<off_t>(first * sizeof(CrcEntry))))
+        return errno_status("write checksums of " + impl_->path(id));
+    return Status::OK();
+}
+
+Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> out) {
+    if (offset >= chunk_size_ || out.empty()) return size_t{0};
+    std::lock_guard lock(impl_->lock_for(id));
+    auto o = impl_->acquire(id, false);
+    if (!o.ok()) return o.status().code() == Code::not_found ? Result<size_t>(size_t{0}) : Result<size_t>(o.status());
+    Impl::Open& f = **o;
+    struct Release {
+        Impl* impl;
+        Impl::Open* o;
+        ~Release() { impl->release(o); }
+    } release{impl_.get(), &f};
+    auto len = impl_->data_length(f);
+    if (!len.ok()) return len.status();
+    if (offset >= *len) return size_t{0};
+    const uint64_t end = std::min<uint64_t>(*len, offset + out.size());
+    const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
+    auto crcs = impl_->load_crcs(f, b0, b1 - b0 + 1);
+    if (!crcs.ok()) return crcs.status();
+    std::vector<uint8_t> block(kBlock);
+    for (uint64_t b = b0; b <= b1; ++b) {
+        const uint64_t bs = b * kBlock;
+        auto n = impl_->read_block(f, b, *len, (*crcs)[b - b0], block.data());
+        if (!n.ok()) return n.status();
+        const uint64_t rs = std::max(bs, offset), re = std::min<uint64_t>(bs + *n, end);
+        if (re > rs) std::memcpy(out.data() + (rs - offset), block.data() + (rs - bs), re - rs);
+    }
+    return static_cast<size_t>(end - offset);
+}
+
+Status ChunkStore::truncate(ChunkId id, uint64_t length) {
+    if (length > chunk_size_) return Status(Code::invalid, "truncate past the chunk size");
+    std::lock_guard lock(impl_->lock_for(id));
+    auto o = impl_->acquire(id, length > 0);
+    if (!o.ok()) return o.status().code() == Code::not_found ? Status::OK() : o.status();
+    Impl::Open& f = **o;
+    struct Release {
+        Impl* impl;
+        Impl::Open* o;
+        ~Release() { impl->release(o); }
+    } release{impl_.get(), &f};
+    auto len = impl_->data_length(f);
+    if (!len.ok()) return len.status();
+    if (length == *len) return Status::OK();
+    if (length < *len && length % kBlock != 0) {
+        // The new last block keeps only its head: re-checksum that part (verified first).
+        const uint64_t b = length / kBlock;
+        auto crcs = impl_->load_crcs(f, b, 1);
+        if (!crcs.ok()) return crcs.status();
+        std::vector<uint8_t> block(kBlock);
+        auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
+        if (!n.ok()) return n.status();
+        CrcEntry e{crc32c(block.data(), length - b * kBlock), (*crcs)[0].written};
+        if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(&e), sizeof e, static_cast<off_t>(b * sizeof e)))
+            return errno_status("write checksums of " + impl_->path(id));
+    } else if (length > *len && *len % kBlock != 0) {
+        // The old last block grows with zeros: its checksum must cover them.
+        const uint64_t b = (*len - 1) / kBlock;
+        auto crcs = impl_->load_crcs(f, b, 1);
+        if (!crcs.ok()) return crcs.status();
+        std::vector<uint8_t> block(kBlock, 0);
+        auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
+        if (!n.ok()) return n.status();
+        const uint64_t be = std::min<uint64_t>((b + 1) * kBlock, length);
+        CrcEntry e{crc32c(block.data(), be - b * kBlock), (*crcs)[0].written};
+        if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(&e), sizeof e, static_cast<off_t>(b * sizeof e)))
+            return errno_status("write checksums of " + impl_->path(id));
+    }
+    if (::ftruncate(f.data, static_cast<off_t>(length)) != 0) return errno_status("truncate chunk " + impl_->path(id));
+    if (length < *len) {
+        // Blocks wholly past the new end are holes again.
+        const uint64_t keep = (length + kBlock - 1) / kBlock;
+        const uint64_t total = (chunk_size_ + kBlock - 1) / kBlock;
+        std::vector<CrcEntry> zero(total - keep, CrcEntry{0, 0});
+        if (!zero.empty() &&
+            !pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(zero.data()), zero.size() * sizeof(CrcEntry),
+                        static_cast<off_t>(keep * sizeof(CrcEntry))))
+            return errno_status("write checksums of " + impl_->path(id));
+    }
+    return Status::OK();
+}
+
+Result<uint64_t> ChunkStore::length(ChunkId id) {
+    std::lock_guard lock(impl_->lock_for(id));
+    auto o = impl_->acquire(id, false);
+    if (!o.ok()) return o.status().code() == Code::not_found ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(o.status());
+    auto len = impl_->data_length(**o);
+    impl_->release(*o);
+    return len;
+}
+
+Status ChunkStore::sync(ChunkId id) {
+    std::lock_guard lock(impl_->lock_for(id));
+    auto o = impl_->acquire(id, false);
+    if (!o.ok()) return o.status().code() == Code::not_found ? Status::OK() : o.status();
+    Status s;
+    if (::fdatasync((*o)->data) != 0 || ::fdatasync((*o)->crc) != 0) s = errno_status("sync chunk " + impl_->path(id));
+    impl_->release(*o);
+    return s;
+}
+
+Status ChunkStore::remove_file(uint64_t ino) {
+    const std::string sub = impl_->subdir(ino);
+    char prefix[24];
+    std::snprintf(prefix, sizeof prefix, "%016" PRIx64 ".", ino);
+    DIR* d = ::opendir(sub.c_str());
+    if (!d) return errno == ENOENT ? Status::OK() : errno_status("list " + sub);
+    std::vector<uint64_t> indexes;
+    while (dirent* e = ::readdir(d)) {
+        if (std::strncmp(e->d_name, prefix, 17) != 0) continue;
+        const char* rest = e->d_name + 17;
+        if (std::strchr(rest, '.')) continue; // the .crc companion goes with its chunk
+        indexes.push_back(std::strtoull(rest, nullptr, 16));
+    }
+    ::closedir(d);
+    for (uint64_t idx : indexes) {
+        ChunkId id{ino, idx};
+        std::lock_guard lock(impl_->lock_for(id));
+        impl_->forget(id);
+        std::string p = impl_->path(id);
+        if (::unlink(p.c_str()) != 0 && errno != ENOENT) return errno_status("remove chunk " + p);
+        ::unlink((p + ".crc").c_str());
+        if (impl_->chunk_files > 0) impl_->chunk_files--;
+    }
+    return Status::OK();
+}
+
+Result<DiskSpace> ChunkStore::space() {
+    struct statvfs v {};
+    if (::statvfs(impl_->dir.c_str(), &v) != 0) return errno_status("statvfs " + impl_->dir);
+    DiskSpace s;
+    s.total_bytes = static_cast<uint64_t>(v.f_blocks) * v.f_frsize;
+    s.free_bytes = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+    s.chunk_files = impl_->chunk_files;
+    return s;
+}
+
+} // namespace jobfs::server

@@ -1,0 +1,75 @@
+// chunk_store.h: the chunks of files that one daemon stores on its local disk.
+//
+// A file is striped in chunks (default 4 MiB); each chunk this daemon holds is one sparse file
+// under <data_dir>/chunks/, next to a small checksum file with one CRC32C (ISA-L) per 64 KiB
+// block. Reads verify every block they touch and fail with Code::io on a mismatch, never
+// returning bad bytes. Holes are not allocated and read as zeros.
+//
+// A full disk: a write first reserves its range with fallocate(), so ENOSPC is reported before
+// a single byte of the chunk changes, and a failed write never leaves a half-written chunk
+// behind that could be taken for done.
+//
+// Thread safety: all methods may be called concurrently. Operations on one chunk are
+// serialised by a lock from a fixed table (hashed by chunk); different chunks proceed in
+// parallel. Open file descriptors are cached (bounded) and shared under the same locks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "result.h"
+
+namespace jobfs::server {
+
+struct ChunkId {
+    uint64_t ino = 0;
+    uint64_t index = 0; // chunk number within the file
+    bool operator==(const ChunkId&) const = default;
+};
+
+struct DiskSpace {
+    uint64_t total_bytes = 0;
+    uint64_t free_bytes = 0;  // available to this daemon
+    uint64_t chunk_files = 0; // chunks held (approximate: counted since open)
+};
+
+class ChunkStore {
+public:
+    static constexpr uint32_t kBlockSize = 64 * 1024;
+
+    // Opens (creating if needed) the store under data_dir; chunk_size bounds every chunk.
+    static Result<std::unique_ptr<ChunkStore>> open(const std::string& data_dir, uint64_t chunk_size);
+    ~ChunkStore();
+
+    ChunkStore(const ChunkStore&) = delete;
+    ChunkStore& operator=(const ChunkStore&) = delete;
+
+    // Writes data at offset within the chunk (offset + size <= chunk_size).
+    Status write(ChunkId id, uint64_t offset, std::span<const uint8_t> data);
+    // Reads up to out.size() bytes at offset; returns how many the chunk holds there (short at
+    // the chunk's end, 0 for a chunk never written). Holes read as zeros.
+    Result<size_t> read(ChunkId id, uint64_t offset, std::span<uint8_t> out);
+    // Cuts or extends (with a hole) the chunk to length bytes.
+    Status truncate(ChunkId id, uint64_t length);
+    // Length of the chunk's data (0 if absent).
+    Result<uint64_t> length(ChunkId id);
+    // Makes the chunk's data and checksums durable.
+    Status sync(ChunkId id);
+    // Removes every chunk of a file (idempotent).
+    Status remove_file(uint64_t ino);
+
+    Result<DiskSpace> space();
+    uint64_t chunk_size() const { return chunk_size_; }
+
+    struct Impl;
+
+private:
+    explicit ChunkStore(std::unique_ptr<Impl> impl, uint64_t chunk_size);
+    std::unique_ptr<Impl> impl_;
+    uint64_t chunk_size_;
+};
+
+} // namespace jobfs::server

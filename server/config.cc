@@ -1,0 +1,184 @@
+// config.cc: jobfsd's option table and its parsing with Boost.Program_options.
+#include "server/config.h"
+
+#include <boost/program_options.hpp>
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace jobfs::server {
+namespace po = boost::program_options;
+
+namespace {
+
+// A byte count written with an optional binary unit.
+struct ByteSize {
+    uint64_t value = 0;
+};
+
+// Boost.Program_options finds this overload by argument-dependent lookup.
+void validate(boost::any& v, const std::vector<std::string>& values, ByteSize*, int) {
+    po::validators::check_first_occurrence(v);
+    const std::string& s = po::validators::get_single_string(values);
+    auto r = parse_size(s);
+    if (!r.ok()) throw po::invalid_option_value(s);
+    v = ByteSize{*r};
+}
+
+struct Table {
+    po::options_description desc{"jobfsd options (flags, or key=value lines in jobfs.conf)"};
+    DaemonConfig c;
+    ByteSize chunk{4ull << 20};
+    std::string daemons;
+    long call_timeout_ms = 30000, startup_timeout_ms = 60000;
+
+    Table() {
+        desc.add_options()
+            ("help,h", "print this help")
+            ("config", po::value(&c.config_file), "jobfs.conf to read (flags override it)")
+            ("data-dir", po::value(&c.data_dir), "directory for this daemon's chunks and metadata (required)")
+            ("listen", po::value(&c.listen)->default_value(c.listen), "address to listen on")
+            ("port", po::value(&c.port)->default_value(c.port), "TCP port to listen on")
+            ("chunk-size", po::value(&chunk)->default_value(chunk, "4M"), "default chunk size of new files (64 KiB multiple; k, M, G)")
+            ("stripe-count", po::value(&c.stripe_count)->default_value(c.stripe_count), "daemons a new file spreads over (0: all)")
+            ("replicas", po::value(&c.replicas)->default_value(c.replicas), "copies of each chunk (1 to 3)")
+            ("bootstrap", po::value(&c.bootstrap)->default_value(c.bootstrap), "how daemons find each other: static or pmix")
+            ("daemons", po::value(&daemons), "comma-separated host:port of every daemon, in rank order (static bootstrap)")
+            ("rank", po::value(&c.rank)->default_value(c.rank), "this daemon's index in --daemons (-1: the entry matching --listen/--port)")
+            ("secret-file", po::value(&c.secret_file), "file holding the job secret clients and daemons must present")
+            ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads), "threads for disk and metadata work")
+            ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
+            ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
+            ("startup-timeout-ms", po::value(&startup_timeout_ms)->default_value(startup_timeout_ms), "how long to wait for the whole group at start")
+            ("log-level", po::value(&c.log_level)->default_value(c.log_level), "error, warn, info or debug");
+    }
+
+    Status check() {
+        c.chunk_size = chunk.value;
+        c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
+        c.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
+        c.daemons.clear();
+        std::stringstream ss(daemons);
+        for (std::string item; std::getline(ss, item, ',');) {
+            while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
+            size_t start = item.find_first_not_of(" \t");
+            if (start == std::string::npos) continue;
+            item = item.substr(start);
+            size_t colon = item.rfind(':');
+            if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() ||
+                item.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+                return Status(Code::invalid, "daemons: '" + item + "' is not host:port");
+            c.daemons.push_back(item);
+        }
+        if (c.data_dir.empty()) return Status(Code::invalid, "data-dir is required");
+        if (c.chunk_size == 0 || c.chunk_size % (64 * 1024) != 0 || c.chunk_size > (1ull << 30))
+            return Status(Code::invalid, "chunk-size must be a multiple of 64 KiB, at most 1 GiB");
+        if (c.replicas < 1 || c.replicas > 3) return Status(Code::invalid, "replicas must be 1, 2 or 3");
+        if (c.bootstrap != "static" && c.bootstrap != "pmix")
+            return Status(Code::invalid, "bootstrap must be static or pmix, not '" + c.bootstrap + "'");
+        if (c.bootstrap == "static" && c.daemons.empty())
+            return Status(Code::invalid, "static bootstrap needs daemons=host:port,...");
+        if (c.rank >= static_cast<int64_t>(c.daemons.size()) && c.bootstrap == "static")
+            return Status(Code::invalid, "rank " + std::to_string(c.rank) + " is past the " +
+                                             std::to_string(c.daemons.size()) + " daemons listed");
+        if (c.io_threads == 0 || c.io_threads > 256) return Status(Code::invalid, "io-threads must be 1 to 256");
+        if (c.log_level != "error" && c.log_level != "warn" && c.log_level != "info" && c.log_level != "debug")
+            return Status(Code::invalid, "log-level must be error, warn, info or debug");
+        return Status::OK();
+    }
+};
+
+// One line of jobfs.conf as a flag: "data_dir = /x" -> "--data-dir=/x"; blank and '#' lines
+// give nothing.
+Result<std::string> conf_line_to_flag(const std::string& raw) {
+    std::string line = raw.substr(0, raw.find('#'));
+    size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos) return std::string();
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) return Status(Code::invalid, "expected key=value");
+    std::string key = line.substr(a, eq - a);
+    std::string val = line.substr(eq + 1);
+    auto trim = [](std::string& s) {
+        size_t b = s.find_first_not_of(" \t\r");
+        size_t e = s.find_last_not_of(" \t\r");
+        s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+    };
+    trim(key);
+    trim(val);
+    for (char& ch : key) {
+        if (ch == '_') ch = '-';
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    if (key.empty()) return Status(Code::invalid, "empty key");
+    if (key == "config" || key == "help") return Status(Code::invalid, "'" + key + "' is not a file setting");
+    return "--" + key + "=" + val;
+}
+
+} // namespace
+
+Result<uint64_t> parse_size(const std::string& text) {
+    size_t i = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == 0 || i > 19) return Status(Code::invalid, "'" + text + "' is not a size");
+    uint64_t n = std::stoull(text.substr(0, i));
+    std::string unit = text.substr(i);
+    for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    int shift = -1;
+    if (unit.empty() || unit == "b") shift = 0;
+    else if (unit == "k" || unit == "kb" || unit == "kib") shift = 10;
+    else if (unit == "m" || unit == "mb" || unit == "mib") shift = 20;
+    else if (unit == "g" || unit == "gb" || unit == "gib") shift = 30;
+    else if (unit == "t" || unit == "tb" || unit == "tib") shift = 40;
+    if (shift < 0) return Status(Code::invalid, "'" + text + "': unknown unit '" + unit + "' (k, M, G, T)");
+    if (shift > 0 && n > (UINT64_MAX >> shift)) return Status(Code::range, "'" + text + "' is too large");
+    return n << shift;
+}
+
+std::string daemon_config_help() {
+    Table t;
+    std::ostringstream os;
+    os << t.desc;
+    return os.str();
+}
+
+Result<DaemonConfig> parse_daemon_config(int argc, const char* const* argv, std::string* help) {
+    Table t;
+    po::variables_map vm;
+    try {
+        // Flags are stored first: for every option the first stored value wins, so a flag
+        // overrides the same key in the file.
+        po::store(po::command_line_parser(argc, argv).options(t.desc).run(), vm);
+        if (vm.count("help")) {
+            if (help) *help = daemon_config_help();
+            DaemonConfig defaults;
+            return defaults;
+        }
+        if (vm.count("config")) {
+            const std::string file = vm["config"].as<std::string>();
+            std::ifstream in(file);
+            if (!in) return Status::from_errno(errno, "cannot read " + file);
+            std::string line;
+            for (int lineno = 1; std::getline(in, line); ++lineno) {
+                auto flag = conf_line_to_flag(line);
+                std::string where = file + ":" + std::to_string(lineno);
+                if (!flag.ok()) return flag.status().with_context(where);
+                if (flag->empty()) continue;
+                const char* args[] = {"jobfs.conf", flag->c_str()};
+                try {
+                    po::store(po::command_line_parser(2, args).options(t.desc).run(), vm);
+                } catch (const po::error& e) {
+                    return Status(Code::invalid, where + ": " + e.what());
+                }
+            }
+        }
+        po::notify(vm);
+    } catch (const po::error& e) {
+        return Status(Code::invalid, e.what());
+    }
+    Status s = t.check();
+    if (!s.ok()) return s;
+    return t.c;
+}
+
+} // namespace jobfs::server

@@ -1,0 +1,44 @@
+// config.h: jobfsd's configuration: one table of typed items, read from a jobfs.conf file
+// (key=value lines, '#' comments, as slurm.conf) and overridden by command-line flags of the
+// same names (--data-dir or data_dir=... / data-dir=... in the file).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "result.h"
+
+namespace jobfs::server {
+
+struct DaemonConfig {
+    std::string config_file;            // config: the jobfs.conf read, if any
+    std::string data_dir;               // data-dir: where chunks and metadata live (required)
+    std::string listen = "0.0.0.0";     // listen: address to listen on
+    uint16_t port = 7117;               // port: TCP port of the transport listener
+    uint64_t chunk_size = 4ull << 20;   // chunk-size: default stripe chunk (64 KiB multiple)
+    uint32_t stripe_count = 0;          // stripe-count: daemons a file spreads over (0 = all)
+    uint32_t replicas = 1;              // replicas: copies of each chunk (1..3)
+    std::string bootstrap = "static";   // bootstrap: static (daemons list) or pmix
+    std::vector<std::string> daemons;   // daemons: host:port of every daemon, in rank order
+    int64_t rank = -1;                  // rank: this daemon's index in daemons (-1: find by address)
+    std::string secret_file;            // secret-file: per-job secret shared by daemons and clients
+    uint32_t io_threads = 4;            // io-threads: threads doing disk and SQLite work
+    uint32_t busy_poll_us = 0;          // busy-poll-us: transport polling after activity
+    std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms
+    std::chrono::milliseconds startup_timeout{60000}; // startup-timeout-ms: wait for the group
+    std::string log_level = "warn";     // log-level: error, warn, info, debug
+};
+
+// Parses "4M", "4MiB", "64k", "1G", "65536" (binary units). Code::invalid otherwise.
+Result<uint64_t> parse_size(const std::string& text);
+
+// Reads the configuration: defaults, then the file named by --config (if any), then flags.
+// --help fills `help` and returns the defaults. Errors name the file and line or the flag.
+Result<DaemonConfig> parse_daemon_config(int argc, const char* const* argv, std::string* help = nullptr);
+
+// The option table as text (for --help and the man page).
+std::string daemon_config_help();
+
+} // namespace jobfs::server

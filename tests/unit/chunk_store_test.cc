@@ -1,0 +1,272 @@
+// chunk_store_test: chunk files with block checksums on a real local file system (and a tiny
+// tmpfs for ENOSPC), checked against an in-memory model of each chunk.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "server/chunk_store.h"
+
+namespace jobfs::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+public:
+    TempDir() {
+        char tmpl[] = "/tmp/jobfs-chunks-XXXXXX";
+        path_ = ::mkdtemp(tmpl);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 rng(seed);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+    return v;
+}
+
+constexpr uint64_t kChunk = 1 << 20; // small chunks keep the tests fast
+
+std::string chunk_file(const std::string& dir, ChunkId id) {
+    char b[64];
+    std::snprintf(b, sizeof b, "/chunks/%02llx/%016llx.%08llx", static_cast<unsigned long long>(id.ino % 256),
+                  static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index));
+    return dir + b;
+}
+
+TEST(ChunkStore, WritesReadBackAcrossBlocks) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    ChunkId id{0x10002, 3};
+    auto data = pattern(200000, 1);
+    ASSERT_TRUE((*st)->write(id, 1000, data).ok());
+    std::vector<uint8_t> out(250000, 0xee);
+    auto n = (*st)->read(id, 0, out);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(*n, 201000u);
+    EXPECT_TRUE(std::all_of(out.begin(), out.begin() + 1000, [](uint8_t c) { return c == 0; }));
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin() + 1000));
+    EXPECT_EQ(*(*st)->length(id), 201000u);
+}
+
+TEST(ChunkStore, RandomOperationsMatchAModel) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    std::mt19937_64 rng(7);
+    std::vector<uint8_t> model;
+    ChunkId id{42, 0};
+    for (int i = 0; i < 400; ++i) {
+        int op = static_cast<int>(rng() % 10);
+        if (op < 6) {
+            uint64_t off = rng() % kChunk;
+            uint64_t len = 1 + rng() % std::min<uint64_t>(kChunk - off, 3 * ChunkStore::kBlockSize);
+            auto data = pattern(len, static_cast<uint32_t>(i));
+            ASSERT_TRUE((*st)->write(id, off, data).ok()) << "op " << i;
+            if (model.size() < off + len) model.resize(off + len, 0);
+            std::copy(data.begin(), data.end(), model.begin() + off);
+        } else if (op < 8) {
+            uint64_t len = rng() % kChunk;
+            ASSERT_TRUE((*st)->truncate(id, len).ok()) << "op " << i;
+            model.resize(len, 0);
+        } else {
+            uint64_t off = rng() % kChunk;
+            uint64_t len = 1 + rng() % (2 * ChunkStore::kBlockSize);
+            std::vector<uint8_t> out(len, 0xcc);
+            auto n = (*st)->read(id, off, out);
+            ASSERT_TRUE(n.ok()) << "op " << i << ": " << n.status().to_string();
+            uint64_t expect = off >= model.size() ? 0 : std::min<uint64_t>(len, model.size() - off);
+            ASSERT_EQ(*n, expect) << "op " << i;
+            ASSERT_TRUE(std::equal(out.begin(), out.begin() + expect, model.begin() + off)) << "op " << i;
+        }
+    }
+    std::vector<uint8_t> all(kChunk);
+    auto n = (*st)->read(id, 0, all);
+    ASSERT_TRUE(n.ok());
+    ASSERT_EQ(*n, model.size());
+    EXPECT_TRUE(std::equal(model.begin(), model.end(), all.begin()));
+}
+
+TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), 4 << 20);
+    ASSERT_TRUE(st.ok());
+    ChunkId id{7, 1};
+    auto data = pattern(4096, 3);
+    ASSERT_TRUE((*st)->write(id, 3 << 20, data).ok());
+    struct stat s {};
+    ASSERT_EQ(::stat(chunk_file(d.path(), id).c_str(), &s), 0);
+    EXPECT_EQ(s.st_size, (3 << 20) + 4096);
+    EXPECT_LT(s.st_blocks * 512, 64 * 1024) << "the 3 MiB hole was allocated";
+    std::vector<uint8_t> out(3 << 20, 0xff);
+    auto n = (*st)->read(id, 0, out);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, out.size());
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t c) { return c == 0; }));
+}
+
+TEST(ChunkStore, CorruptionIsDetectedNotReturned) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    ChunkId id{9, 0};
+    auto data = pattern(kChunk, 4);
+    ASSERT_TRUE((*st)->write(id, 0, data).ok());
+    st->reset(); // nothing cached: the next open reads the disk
+    {
+        std::fstream f(chunk_file(d.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(3 * ChunkStore::kBlockSize + 17);
+        char c = static_cast<char>(data[3 * ChunkStore::kBlockSize + 17] ^ 0x40);
+        f.write(&c, 1);
+    }
+    auto st2 = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st2.ok());
+    std::vector<uint8_t> out(100);
+    auto bad = (*st2)->read(id, 3 * ChunkStore::kBlockSize, out);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::io);
+    EXPECT_NE(bad.status().message().find("checksum"), std::string::npos);
+    auto good = (*st2)->read(id, 5 * ChunkStore::kBlockSize, out); // other blocks are fine
+    ASSERT_TRUE(good.ok());
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin() + 5 * ChunkStore::kBlockSize));
+    // A write that only partly covers the corrupt block refuses to bless it with a new checksum.
+    auto w = (*st2)->write(id, 3 * ChunkStore::kBlockSize + 100, std::vector<uint8_t>(10, 1));
+    EXPECT_EQ(w.code(), Code::io);
+}
+
+TEST(ChunkStore, MissingChunkReadsNothing) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    std::vector<uint8_t> out(10);
+    auto n = (*st)->read(ChunkId{1, 1}, 0, out);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, 0u);
+    EXPECT_EQ(*(*st)->length(ChunkId{1, 1}), 0u);
+}
+
+TEST(ChunkStore, PersistsAcrossReopen) {
+    TempDir d;
+    auto data = pattern(300000, 5);
+    {
+        auto st = ChunkStore::open(d.path(), kChunk);
+        ASSERT_TRUE(st.ok());
+        ASSERT_TRUE((*st)->write(ChunkId{5, 2}, 12345, data).ok());
+        ASSERT_TRUE((*st)->sync(ChunkId{5, 2}).ok());
+    }
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    std::vector<uint8_t> out(data.size());
+    auto n = (*st)->read(ChunkId{5, 2}, 12345, out);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(out, data);
+}
+
+TEST(ChunkStore, RemoveFileDeletesEveryChunk) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE((*st)->write(ChunkId{77, i}, 0, pattern(1000, 1)).ok());
+    ASSERT_TRUE((*st)->write(ChunkId{78, 0}, 0, pattern(1000, 1)).ok());
+    ASSERT_TRUE((*st)->remove_file(77).ok());
+    for (uint64_t i = 0; i < 5; ++i) {
+        EXPECT_EQ(*(*st)->length(ChunkId{77, i}), 0u);
+        EXPECT_FALSE(fs::exists(chunk_file(d.path(), ChunkId{77, i})));
+        EXPECT_FALSE(fs::exists(chunk_file(d.path(), ChunkId{77, i}) + ".crc"));
+    }
+    EXPECT_EQ(*(*st)->length(ChunkId{78, 0}), 1000u); // a neighbour in the same directory stays
+    EXPECT_TRUE((*st)->remove_file(77).ok());         // idempotent
+}
+
+TEST(ChunkStore, ConcurrentWritersOnOneChunkAndMany) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    constexpr int kThreads = 4;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+        ts.emplace_back([&, t] {
+            for (int i = 0; i < 16; ++i) {
+                // Disjoint 16 KiB slices of one shared chunk, and a chunk of our own.
+                uint64_t off = static_cast<uint64_t>((i * kThreads + t) * 16384);
+                EXPECT_TRUE((*st)->write(ChunkId{1, 0}, off, pattern(16384, static_cast<uint32_t>(off))).ok());
+                EXPECT_TRUE((*st)->write(ChunkId{100 + static_cast<uint64_t>(t), 0}, off, pattern(16384, 9)).ok());
+            }
+        });
+    }
+    for (auto& t : ts) t.join();
+    std::vector<uint8_t> out(16384);
+    for (int k = 0; k < 16 * kThreads; ++k) {
+        uint64_t off = static_cast<uint64_t>(k) * 16384;
+        auto n = (*st)->read(ChunkId{1, 0}, off, out);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        ASSERT_EQ(out, pattern(16384, static_cast<uint32_t>(off))) << "slice " << k;
+    }
+}
+
+TEST(ChunkStore, BadArgumentsAreInvalid) {
+    TempDir d;
+    EXPECT_EQ(ChunkStore::open(d.path(), 1000).status().code(), Code::invalid);
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ((*st)->write(ChunkId{1, 0}, kChunk - 10, pattern(11, 1)).code(), Code::invalid);
+    EXPECT_EQ((*st)->truncate(ChunkId{1, 0}, kChunk + 1).code(), Code::invalid);
+    EXPECT_EQ(ChunkStore::open("/proc/no-such-dir/x", kChunk).status().code(), Code::not_found);
+}
+
+// A full disk: a tmpfs of 1 MiB that the test mounts (root only; skipped elsewhere).
+TEST(ChunkStore, FullDiskGivesNoSpaceAndChangesNothing) {
+    TempDir d;
+    if (::mount("jobfs-test", d.path().c_str(), "tmpfs", 0, "size=1m") != 0)
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+    struct Unmount {
+        std::string p;
+        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+    } unmount{d.path()};
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    auto a = pattern(600 * 1024, 11);
+    ASSERT_TRUE((*st)->write(ChunkId{1, 0}, 0, a).ok());
+    auto b = pattern(600 * 1024, 12);
+    Status s = (*st)->write(ChunkId{2, 0}, 0, b);
+    ASSERT_EQ(s.code(), Code::no_space) << s.to_string();
+    EXPECT_EQ(s.to_errno(), ENOSPC);
+    // Nothing of the failed write is visible, and the earlier chunk is intact.
+    std::vector<uint8_t> out(b.size());
+    auto n = (*st)->read(ChunkId{2, 0}, 0, out);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(*n, 0u);
+    std::vector<uint8_t> back(a.size());
+    auto m = (*st)->read(ChunkId{1, 0}, 0, back);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(back, a);
+    // Overwriting data in place needs no new space and still works on the full disk.
+    auto c = pattern(4096, 13);
+    ASSERT_TRUE((*st)->write(ChunkId{1, 0}, 8192, c).ok());
+    ASSERT_TRUE((*st)->read(ChunkId{1, 0}, 0, back).ok());
+    EXPECT_TRUE(std::equal(c.begin(), c.end(), back.begin() + 8192));
+    // Space freed by removing a file can be used again.
+    ASSERT_TRUE((*st)->remove_file(1).ok());
+    EXPECT_TRUE((*st)->write(ChunkId{2, 0}, 0, b).ok());
+}
+
+} // namespace
+} // namespace jobfs::server

@@ -1,0 +1,123 @@
+// config_test: jobfs.conf and flags, and every refusal with a message that names the problem.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "server/config.h"
+
+namespace jobfs::server {
+namespace {
+
+Result<DaemonConfig> parse(std::vector<std::string> args) {
+    std::vector<const char*> argv{"jobfsd"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    return parse_daemon_config(static_cast<int>(argv.size()), argv.data());
+}
+
+class ConfFile {
+public:
+    explicit ConfFile(const std::string& text) {
+        char tmpl[] = "/tmp/jobfs-conf-XXXXXX";
+        int fd = mkstemp(tmpl);
+        path_ = tmpl;
+        ::close(fd);
+        std::ofstream(path_) << text;
+    }
+    ~ConfFile() { std::remove(path_.c_str()); }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+TEST(Config, SizesWithUnits) {
+    EXPECT_EQ(*parse_size("65536"), 65536u);
+    EXPECT_EQ(*parse_size("64k"), 65536u);
+    EXPECT_EQ(*parse_size("4M"), 4u << 20);
+    EXPECT_EQ(*parse_size("4MiB"), 4u << 20);
+    EXPECT_EQ(*parse_size("1G"), 1ull << 30);
+    EXPECT_EQ(parse_size("").status().code(), Code::invalid);
+    EXPECT_EQ(parse_size("4X").status().code(), Code::invalid);
+    EXPECT_EQ(parse_size("M").status().code(), Code::invalid);
+    EXPECT_EQ(parse_size("99999999999T").status().code(), Code::range);
+}
+
+TEST(Config, FlagsAlone) {
+    auto c = parse({"--data-dir", "/d", "--daemons", "a:1, b:2", "--rank", "1", "--chunk-size", "1M"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->data_dir, "/d");
+    EXPECT_EQ(c->daemons, (std::vector<std::string>{"a:1", "b:2"}));
+    EXPECT_EQ(c->rank, 1);
+    EXPECT_EQ(c->chunk_size, 1u << 20);
+    EXPECT_EQ(c->port, 7117); // default
+}
+
+TEST(Config, FileThenFlagsOverride) {
+    ConfFile f("# jobfs.conf\n"
+               "data_dir = /from/file\n"
+               "Chunk_Size=8M   # trailing comment\n"
+               "\n"
+               "daemons=n1:7000,n2:7000,n3:7000\n"
+               "port=7000\n");
+    auto c = parse({"--config", f.path(), "--port", "7100"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->data_dir, "/from/file");
+    EXPECT_EQ(c->chunk_size, 8u << 20);
+    EXPECT_EQ(c->daemons.size(), 3u);
+    EXPECT_EQ(c->port, 7100); // the flag wins over the file
+}
+
+TEST(Config, FileErrorsNameFileAndLine) {
+    ConfFile f("data_dir=/x\nchunk_size=lots\n");
+    auto c = parse({"--config", f.path()});
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), Code::invalid);
+    EXPECT_NE(c.status().message().find(f.path() + ":2"), std::string::npos) << c.status().message();
+
+    ConfFile g("data_dir=/x\nno_such_key=1\n");
+    auto d = parse({"--config", g.path()});
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.status().message().find(":2"), std::string::npos) << d.status().message();
+    EXPECT_NE(d.status().message().find("no-such-key"), std::string::npos) << d.status().message();
+
+    ConfFile h("this line has no equals sign\n");
+    EXPECT_EQ(parse({"--config", h.path()}).status().code(), Code::invalid);
+
+    auto missing = parse({"--config", "/no/such/jobfs.conf"});
+    ASSERT_FALSE(missing.ok());
+    EXPECT_EQ(missing.status().code(), Code::not_found);
+}
+
+TEST(Config, RefusesBadValues) {
+    auto msg = [](std::vector<std::string> a) { return parse(std::move(a)).status().message(); };
+    EXPECT_NE(msg({"--daemons", "a:1"}).find("data-dir"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d"}).find("daemons"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--replicas", "4"}).find("replicas"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--chunk-size", "100k"}).find("chunk-size"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "nohostport"}).find("host:port"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--rank", "3"}).find("rank"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--bootstrap", "dns"}).find("bootstrap"), std::string::npos);
+    EXPECT_EQ(parse({"--data-dir", "/d", "--daemons", "a:1", "--port", "99999"}).status().code(), Code::invalid);
+    EXPECT_EQ(parse({"--bogus"}).status().code(), Code::invalid);
+}
+
+TEST(Config, PmixNeedsNoDaemonList) {
+    auto c = parse({"--data-dir", "/d", "--bootstrap", "pmix"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_TRUE(c->daemons.empty());
+}
+
+TEST(Config, HelpListsEveryOption) {
+    std::string help;
+    std::vector<const char*> argv{"jobfsd", "--help"};
+    auto c = parse_daemon_config(2, argv.data(), &help);
+    ASSERT_TRUE(c.ok());
+    for (const char* opt : {"--data-dir", "--chunk-size", "--replicas", "--daemons", "--secret-file", "--bootstrap"})
+        EXPECT_NE(help.find(opt), std::string::npos) << opt;
+}
+
+} // namespace
+} // namespace jobfs::server
