@@ -13,7 +13,8 @@ tests_unit_wire_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_wire_test_LDADD = $(UNIT_LIBS) -lgtest_main
 
 tests_unit_transport_test_SOURCES = tests/unit/transport_test.cc tests/unit/test_messages.h \
-	tests/unit/peer_process.h tests/unit/peer_process.cc
+	tests/unit/peer_process.h tests/unit/peer_process.cc \
+	tests/unit/child_process.h tests/unit/child_process.cc
 tests_unit_transport_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_transport_test_LDADD = $(UNIT_LIBS) -lgtest_main
 
@@ -26,7 +27,11 @@ TESTS += tests/unit/wire_test tests/unit/transport_test
 # server/ parts
 SERVER_UNIT_LIBS = server/libjobfs_server.la $(UNIT_LIBS)
 check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test \
-	tests/unit/chunk_service_test
+	tests/unit/chunk_service_test tests/unit/daemon_test
+# daemon_test starts the jobfsd built in this tree (make check builds all programs first).
+tests_unit_daemon_test_SOURCES = tests/unit/daemon_test.cc tests/unit/child_process.h tests/unit/child_process.cc
+tests_unit_daemon_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_daemon_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_chunk_service_test_SOURCES = tests/unit/chunk_service_test.cc
 tests_unit_chunk_service_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_chunk_service_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
@@ -37,7 +42,7 @@ tests_unit_chunk_store_test_SOURCES = tests/unit/chunk_store_test.cc
 tests_unit_chunk_store_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_chunk_store_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/config_test tests/unit/chunk_store_test \
-	tests/unit/chunk_service_test
+	tests/unit/chunk_service_test tests/unit/daemon_test
 
 # libFuzzer target for the decoder (clang only): `make fuzz` builds it, `make run-fuzz` runs it
 # for FUZZ_SECONDS. Compiled directly with clang++, outside the automake compiler setup.

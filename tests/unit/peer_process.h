@@ -1,11 +1,12 @@
 // peer_process.h: runs tests/helpers/transport_peer as a child process that a test can kill.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "child_process.h"
 
 namespace jobfs::test {
 
@@ -13,19 +14,16 @@ class PeerProcess {
 public:
     // Starts the peer on `port` (0: any) and waits until it listens.
     explicit PeerProcess(uint16_t port, const std::string& secret = "");
-    ~PeerProcess();
 
-    bool running() const { return pid_ > 0; }
+    bool running() const { return child_.running() && port_ != 0; }
     uint16_t port() const { return port_; }
-    // Next line the peer printed, or nothing if none came within the timeout.
-    std::optional<std::string> read_line(std::chrono::milliseconds timeout);
-    void kill_hard(); // SIGKILL and reap
+    std::optional<std::string> read_line(std::chrono::milliseconds timeout) { return child_.read_line(timeout); }
+    void kill_hard() { child_.kill_hard(); }
 
 private:
-    pid_t pid_ = -1;
-    int out_fd_ = -1;
+    static std::vector<std::string> argv(uint16_t port, const std::string& secret);
+    ChildProcess child_;
     uint16_t port_ = 0;
-    std::string buffer_;
 };
 
 } // namespace jobfs::test

@@ -1,0 +1,143 @@
+#include "server/daemon.h"
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "daemon_protocol.h"
+#include "log.h"
+#include "server/chunk_service.h"
+#include "server/chunk_store.h"
+#include "worker.h"
+
+namespace jobfs::server {
+
+using Clock = std::chrono::steady_clock;
+
+// Destroyed in reverse order of declaration: peers and worker first (no new requests),
+// then the pool (finishes queued disk work), then the store it used.
+struct Daemon::Parts {
+    std::unique_ptr<ChunkStore> chunks;
+    std::unique_ptr<boost::asio::thread_pool> pool;
+    std::unique_ptr<transport::Worker> worker;
+    std::unique_ptr<ChunkService> chunk_service;
+    std::vector<transport::Endpoint> peers; // by rank; our own slot stays empty
+};
+
+namespace {
+
+std::pair<std::string, uint16_t> split_host_port(const std::string& hp) {
+    size_t colon = hp.rfind(':');
+    return {hp.substr(0, colon), static_cast<uint16_t>(std::stoul(hp.substr(colon + 1)))};
+}
+
+} // namespace
+
+Result<uint32_t> find_rank(const DaemonConfig& c) {
+    if (c.rank >= 0) return static_cast<uint32_t>(c.rank);
+    std::vector<uint32_t> same_port, exact;
+    for (uint32_t i = 0; i < c.daemons.size(); ++i) {
+        auto [host, port] = split_host_port(c.daemons[i]);
+        if (port != c.port) continue;
+        same_port.push_back(i);
+        if (host == c.listen) exact.push_back(i);
+    }
+    if (exact.size() == 1) return exact[0];
+    if (same_port.size() == 1) return same_port[0];
+    return Status(Code::invalid, same_port.empty()
+                                     ? "no entry of daemons has port " + std::to_string(c.port) + ": set rank"
+                                     : "several entries of daemons have port " + std::to_string(c.port) + ": set rank");
+}
+
+Result<std::string> read_secret(const std::string& path) {
+    if (path.empty()) return std::string();
+    std::ifstream in(path);
+    if (!in) return Status::from_errno(errno, "cannot read secret file " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (s.empty()) return Status(Code::invalid, "secret file " + path + " is empty");
+    return s;
+}
+
+Daemon::Daemon(DaemonConfig config, uint32_t rank) : config_(std::move(config)), rank_(rank) {}
+
+Daemon::~Daemon() { stop(); }
+
+Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
+    if (config.bootstrap != "static")
+        return Status(Code::unsupported, "bootstrap '" + config.bootstrap + "' is not available yet");
+    auto rank = find_rank(config);
+    if (!rank.ok()) return rank.status();
+    auto secret = read_secret(config.secret_file);
+    if (!secret.ok()) return secret.status();
+
+    std::unique_ptr<Daemon> d(new Daemon(config, *rank));
+    d->parts_ = std::make_unique<Parts>();
+    Parts& p = *d->parts_;
+    auto chunks = ChunkStore::open(config.data_dir, config.chunk_size);
+    if (!chunks.ok()) return chunks.status().with_context("data directory");
+    p.chunks = std::move(*chunks);
+    p.pool = std::make_unique<boost::asio::thread_pool>(config.io_threads);
+
+    transport::WorkerOptions wo;
+    wo.name = "jobfsd." + std::to_string(*rank);
+    wo.secret = *secret;
+    wo.call_timeout = config.call_timeout;
+    wo.busy_poll = std::chrono::microseconds(config.busy_poll_us);
+    auto worker = transport::Worker::create(wo);
+    if (!worker.ok()) return worker.status();
+    p.worker = std::move(*worker);
+    p.chunk_service = std::make_unique<ChunkService>(*p.worker, *p.chunks, *p.pool);
+    auto port = p.worker->listen(config.listen, config.port);
+    if (!port.ok()) return port.status();
+    d->port_ = *port;
+
+    // Connect to every peer; those not up yet refuse, so retry until the start-up deadline.
+    p.peers.resize(config.daemons.size());
+    const auto deadline = Clock::now() + config.startup_timeout;
+    for (;;) {
+        std::vector<std::string> missing;
+        Status last;
+        for (uint32_t r = 0; r < config.daemons.size(); ++r) {
+            if (r == *rank || p.peers[r].valid()) continue;
+            auto [host, pport] = split_host_port(config.daemons[r]);
+            auto ep = p.worker->connect(host, pport);
+            if (ep.ok()) {
+                p.peers[r] = *ep;
+                JOBFS_INFO("connected to daemon %u at %s", r, config.daemons[r].c_str());
+            } else {
+                if (ep.status().code() == Code::permission || ep.status().code() == Code::protocol)
+                    return ep.status(); // retrying cannot help
+                missing.push_back(std::to_string(r) + " (" + config.daemons[r] + ": " + ep.status().message() + ")");
+            }
+        }
+        if (missing.empty()) break;
+        if (Clock::now() >= deadline) {
+            std::string list;
+            for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+            return Status(Code::timeout, "daemons not reachable after " +
+                                             std::to_string(config.startup_timeout.count()) + " ms: " + list);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return d;
+}
+
+void Daemon::stop() {
+    if (!parts_) return;
+    Parts& p = *parts_;
+    p.worker->stop_listening();
+    p.peers.clear();
+    p.pool->join();        // queued disk work finishes and its replies go out
+    p.worker.reset();      // connections flushed and closed
+    p.chunk_service.reset();
+    p.pool.reset();
+    p.chunks.reset();
+    parts_.reset();
+}
+
+} // namespace jobfs::server

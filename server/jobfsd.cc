@@ -1,0 +1,54 @@
+// jobfsd: the jobfs storage daemon. Prints "ready rank=R size=N port=P" once the whole group
+// is connected; SIGTERM or SIGINT ends it gracefully (exit 0). Exit 1: could not start (the
+// reason is on stderr); exit 2: bad configuration or command line.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "log.h"
+#include "server/config.h"
+#include "server/daemon.h"
+
+using namespace jobfs;
+
+int main(int argc, char** argv) {
+    std::string help;
+    auto config = server::parse_daemon_config(argc, argv, &help);
+    if (!help.empty()) {
+        std::printf("usage: jobfsd [--config jobfs.conf] [options]\n\n%s", help.c_str());
+        return 0;
+    }
+    if (!config.ok()) {
+        std::fprintf(stderr, "jobfsd: %s (jobfsd --help lists the options)\n", config.status().message().c_str());
+        return 2;
+    }
+    log::Level level = config->log_level == "error" ? log::Level::error
+                       : config->log_level == "info" ? log::Level::info
+                       : config->log_level == "debug" ? log::Level::debug
+                                                      : log::Level::warn;
+    log::set_level(level);
+    auto rank = server::find_rank(*config);
+    log::set_name(rank.ok() ? "jobfsd." + std::to_string(*rank) : std::string("jobfsd"));
+
+    // Block the stop signals before any thread starts, so that only sigwait() below sees them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    auto daemon = server::Daemon::start(*config);
+    if (!daemon.ok()) {
+        JOBFS_ERROR("cannot start: %s", daemon.status().to_string().c_str());
+        return 1;
+    }
+    std::printf("ready rank=%u size=%u port=%u\n", (*daemon)->rank(), (*daemon)->size(), (*daemon)->port());
+    std::fflush(stdout);
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    JOBFS_INFO("signal %d: stopping", sig);
+    (*daemon)->stop();
+    return 0;
+}

@@ -1,0 +1,203 @@
+// daemon_test: real jobfsd processes on loopback, started, used, stopped and killed by the test.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "child_process.h"
+#include "daemon_protocol.h"
+#include "worker.h"
+
+namespace jobfs {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ChildProcess;
+namespace rpc = transport::rpc;
+
+uint16_t free_port() {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 rng(seed);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+    return v;
+}
+
+class DaemonTest : public ::testing::Test {
+protected:
+    static constexpr int kDaemons = 3;
+
+    void SetUp() override {
+        char tmpl[] = "/tmp/jobfs-daemons-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        std::ofstream(dir + "/secret") << "job-secret-123\n";
+        for (int r = 0; r < kDaemons; ++r) {
+            ports.push_back(free_port());
+            list += (r ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports.back());
+        }
+        daemons.resize(kDaemons);
+    }
+    void TearDown() override {
+        daemons.clear(); // SIGKILL whatever is left
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+
+    void start(int r, int startup_timeout_ms = 20000) {
+        std::vector<std::string> argv{ChildProcess::beside_test("../../server/jobfsd"),
+                                      "--data-dir", dir + "/d" + std::to_string(r),
+                                      "--listen", "127.0.0.1",
+                                      "--port", std::to_string(ports[r]),
+                                      "--daemons", list,
+                                      "--secret-file", dir + "/secret",
+                                      "--startup-timeout-ms", std::to_string(startup_timeout_ms)};
+        daemons[r] = std::make_unique<ChildProcess>(argv);
+    }
+    void expect_ready(int r) {
+        auto line = daemons[r]->read_line(30s);
+        ASSERT_TRUE(line.has_value()) << "daemon " << r << " never became ready";
+        EXPECT_EQ(*line, "ready rank=" + std::to_string(r) + " size=3 port=" + std::to_string(ports[r]));
+    }
+    void start_all() {
+        for (int r = 0; r < kDaemons; ++r) start(r);
+        for (int r = 0; r < kDaemons; ++r) expect_ready(r);
+    }
+
+    std::unique_ptr<transport::Worker> client(const std::string& secret = "job-secret-123") {
+        transport::WorkerOptions o;
+        o.name = "test-client";
+        o.secret = secret;
+        o.call_timeout = 10s;
+        auto w = transport::Worker::create(o);
+        EXPECT_TRUE(w.ok());
+        return std::move(*w);
+    }
+
+    Status write(const transport::Endpoint& ep, proto::ChunkRef c, const std::vector<uint8_t>& data) {
+        transport::CallOptions o;
+        o.bulk_out = data;
+        return rpc::call<proto::ChunkWrite>(ep, proto::ChunkWriteRequest{c, 0, data.size()}, o).status();
+    }
+    Result<std::vector<uint8_t>> read(const transport::Endpoint& ep, proto::ChunkRef c, size_t len) {
+        std::vector<uint8_t> buf(len);
+        transport::CallOptions o;
+        o.bulk_in = buf;
+        auto r = rpc::call<proto::ChunkRead>(ep, proto::ChunkReadRequest{c, 0, len}, o);
+        if (!r.ok()) return r.status();
+        buf.resize(r->length);
+        return buf;
+    }
+
+    std::string dir, list;
+    std::vector<uint16_t> ports;
+    std::vector<std::unique_ptr<ChildProcess>> daemons;
+};
+
+TEST_F(DaemonTest, ThreeDaemonsBecomeReadyAndServeChunks) {
+    start_all();
+    auto c = client();
+    for (int r = 0; r < kDaemons; ++r) {
+        auto ep = c->connect("127.0.0.1", ports[r]);
+        ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+        EXPECT_EQ(ep->peer_name(), "jobfsd." + std::to_string(r));
+        auto data = pattern(1 << 20, static_cast<uint32_t>(r));
+        ASSERT_TRUE(write(*ep, {10, static_cast<uint64_t>(r)}, data).ok());
+        auto back = read(*ep, {10, static_cast<uint64_t>(r)}, 1 << 20);
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, data);
+    }
+}
+
+TEST_F(DaemonTest, GracefulStopAndRestartKeepData) {
+    start_all();
+    {
+        auto c = client();
+        for (int r = 0; r < kDaemons; ++r) {
+            auto ep = c->connect("127.0.0.1", ports[r]);
+            ASSERT_TRUE(ep.ok());
+            ASSERT_TRUE(write(*ep, {20, 0}, pattern(300000, 100 + static_cast<uint32_t>(r))).ok());
+        }
+    }
+    for (int r = 0; r < kDaemons; ++r) daemons[r]->signal(SIGTERM);
+    for (int r = 0; r < kDaemons; ++r) {
+        auto code = daemons[r]->wait(15s);
+        ASSERT_TRUE(code.has_value()) << "daemon " << r << " ignored SIGTERM";
+        EXPECT_EQ(*code, 0) << "daemon " << r;
+    }
+    start_all();
+    auto c = client();
+    for (int r = 0; r < kDaemons; ++r) {
+        auto ep = c->connect("127.0.0.1", ports[r]);
+        ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+        auto back = read(*ep, {20, 0}, 300000);
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, pattern(300000, 100 + static_cast<uint32_t>(r))) << "daemon " << r;
+    }
+}
+
+TEST_F(DaemonTest, WaitsForLatePeersThenBecomesReady) {
+    start(0);
+    EXPECT_FALSE(daemons[0]->read_line(1500ms).has_value()) << "ready before its peers exist";
+    start(1);
+    start(2);
+    for (int r = 0; r < kDaemons; ++r) expect_ready(r);
+}
+
+TEST_F(DaemonTest, FailsToStartWhenPeersNeverCome) {
+    start(0, 1000);
+    EXPECT_FALSE(daemons[0]->read_line(10s).has_value());
+    auto code = daemons[0]->wait(10s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 1);
+}
+
+TEST_F(DaemonTest, BadConfigurationExitsTwo) {
+    ChildProcess p({ChildProcess::beside_test("../../server/jobfsd"), "--data-dir", dir + "/x"});
+    auto code = p.wait(10s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 2);
+    ChildProcess q({ChildProcess::beside_test("../../server/jobfsd"), "--no-such-flag"});
+    EXPECT_EQ(q.wait(10s), std::optional<int>(2));
+}
+
+TEST_F(DaemonTest, ClientWithWrongSecretIsRefused) {
+    start_all();
+    auto c = client("not-the-secret");
+    auto ep = c->connect("127.0.0.1", ports[0]);
+    ASSERT_FALSE(ep.ok());
+    EXPECT_EQ(ep.status().code(), Code::permission);
+}
+
+TEST_F(DaemonTest, KilledDaemonGivesPromptErrorsOthersServe) {
+    start_all();
+    auto c = client();
+    auto ep1 = c->connect("127.0.0.1", ports[1]);
+    auto ep2 = c->connect("127.0.0.1", ports[2]);
+    ASSERT_TRUE(ep1.ok() && ep2.ok());
+    daemons[1]->kill_hard();
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = read(*ep1, {1, 0}, 4096);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.status().code() == Code::peer_gone || r.status().code() == Code::refused) << r.status().to_string();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_TRUE(read(*ep2, {1, 0}, 4096).ok());
+}
+
+} // namespace
+} // namespace jobfs
