@@ -24,6 +24,7 @@
 #include <cstring>
 #include <list>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "log.h"
@@ -177,6 +178,29 @@ struct ChunkStore::Impl {
         evict_locked();
     }
 
+    // An acquired chunk, released when the handle goes. Use under the chunk's stripe lock.
+    class Handle {
+    public:
+        Handle(Impl* impl, Open* o) : impl_(impl), o_(o) {}
+        Handle(Handle&& h) noexcept : impl_(h.impl_), o_(std::exchange(h.o_, nullptr)) {}
+        Handle(const Handle&) = delete;
+        ~Handle() {
+            if (o_) impl_->release(o_);
+        }
+        Open& operator*() const { return *o_; }
+        Open* operator->() const { return o_; }
+
+    private:
+        Impl* impl_;
+        Open* o_;
+    };
+
+    Result<Handle> open_chunk(ChunkId id, bool create) {
+        auto o = acquire(id, create);
+        if (!o.ok()) return o.status();
+        return Handle(this, *o);
+    }
+
     void evict_locked() {
         auto it = lru.end();
         while (lru.size() > kMaxOpenChunks && it != lru.begin()) {
@@ -271,14 +295,9 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
                                          std::to_string(offset) + " past the chunk size");
     if (data.empty()) return Status::OK();
     std::lock_guard lock(impl_->lock_for(id));
-    auto o = impl_->acquire(id, true);
-    if (!o.ok()) return o.status();
-    Impl::Open& f = **o;
-    struct Release {
-        Impl* impl;
-        Impl::Open* o;
-        ~Release() { impl->release(o); }
-    } release{impl_.get(), &f};
+    auto h = impl_->open_chunk(id, true);
+    if (!h.ok()) return h.status();
+    Impl::Open& f = **h;
 
     auto len = impl_->data_length(f);
     if (!len.ok()) return len.status();
@@ -327,14 +346,9 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
 Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> out) {
     if (offset >= chunk_size_ || out.empty()) return size_t{0};
     std::lock_guard lock(impl_->lock_for(id));
-    auto o = impl_->acquire(id, false);
-    if (!o.ok()) return o.status().code() == Code::not_found ? Result<size_t>(size_t{0}) : Result<size_t>(o.status());
-    Impl::Open& f = **o;
-    struct Release {
-        Impl* impl;
-        Impl::Open* o;
-        ~Release() { impl->release(o); }
-    } release{impl_.get(), &f};
+    auto h = impl_->open_chunk(id, false);
+    if (!h.ok()) return h.status().code() == Code::not_found ? Result<size_t>(size_t{0}) : Result<size_t>(h.status());
+    Impl::Open& f = **h;
     auto len = impl_->data_length(f);
     if (!len.ok()) return len.status();
     if (offset >= *len) return size_t{0};
@@ -356,14 +370,9 @@ Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> 
 Status ChunkStore::truncate(ChunkId id, uint64_t length) {
     if (length > chunk_size_) return Status(Code::invalid, "truncate past the chunk size");
     std::lock_guard lock(impl_->lock_for(id));
-    auto o = impl_->acquire(id, length > 0);
-    if (!o.ok()) return o.status().code() == Code::not_found ? Status::OK() : o.status();
-    Impl::Open& f = **o;
-    struct Release {
-        Impl* impl;
-        Impl::Open* o;
-        ~Release() { impl->release(o); }
-    } release{impl_.get(), &f};
+    auto h = impl_->open_chunk(id, length > 0);
+    if (!h.ok()) return h.status().code() == Code::not_found ? Status::OK() : h.status();
+    Impl::Open& f = **h;
     auto len = impl_->data_length(f);
     if (!len.ok()) return len.status();
     if (length == *len) return Status::OK();
@@ -407,21 +416,17 @@ Status ChunkStore::truncate(ChunkId id, uint64_t length) {
 
 Result<uint64_t> ChunkStore::length(ChunkId id) {
     std::lock_guard lock(impl_->lock_for(id));
-    auto o = impl_->acquire(id, false);
-    if (!o.ok()) return o.status().code() == Code::not_found ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(o.status());
-    auto len = impl_->data_length(**o);
-    impl_->release(*o);
-    return len;
+    auto h = impl_->open_chunk(id, false);
+    if (!h.ok()) return h.status().code() == Code::not_found ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(h.status());
+    return impl_->data_length(**h);
 }
 
 Status ChunkStore::sync(ChunkId id) {
     std::lock_guard lock(impl_->lock_for(id));
-    auto o = impl_->acquire(id, false);
-    if (!o.ok()) return o.status().code() == Code::not_found ? Status::OK() : o.status();
-    Status s;
-    if (::fdatasync((*o)->data) != 0 || ::fdatasync((*o)->crc) != 0) s = errno_status("sync chunk " + impl_->path(id));
-    impl_->release(*o);
-    return s;
+    auto h = impl_->open_chunk(id, false);
+    if (!h.ok()) return h.status().code() == Code::not_found ? Status::OK() : h.status();
+    if (::fdatasync((*h)->data) != 0 || ::fdatasync((*h)->crc) != 0) return errno_status("sync chunk " + impl_->path(id));
+    return Status::OK();
 }
 
 Status ChunkStore::remove_file(uint64_t ino) {

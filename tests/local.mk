@@ -26,7 +26,7 @@ TESTS += tests/unit/wire_test tests/unit/transport_test
 
 # server/ parts
 SERVER_UNIT_LIBS = server/libjobfs_server.la $(UNIT_LIBS)
-check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test \
+check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/meta_shard_test \
 	tests/unit/chunk_service_test tests/unit/daemon_test
 # daemon_test starts the jobfsd built in this tree (make check builds all programs first).
 tests_unit_daemon_test_SOURCES = tests/unit/daemon_test.cc tests/unit/child_process.h tests/unit/child_process.cc
@@ -41,7 +41,10 @@ tests_unit_config_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_chunk_store_test_SOURCES = tests/unit/chunk_store_test.cc
 tests_unit_chunk_store_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_chunk_store_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
-TESTS += tests/unit/config_test tests/unit/chunk_store_test \
+tests_unit_meta_shard_test_SOURCES = tests/unit/meta_shard_test.cc
+tests_unit_meta_shard_test_CXXFLAGS = $(UNIT_FLAGS) $(SQLITE_CFLAGS)
+tests_unit_meta_shard_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/meta_shard_test \
 	tests/unit/chunk_service_test tests/unit/daemon_test
 
 # libFuzzer target for the decoder (clang only): `make fuzz` builds it, `make run-fuzz` runs it

@@ -1,0 +1,1351 @@
+// meta_shard.cc: the SQLite side of one metadata shard (see meta_shard.h for the rules).
+//
+// Every public method takes the mutex, records a short description of the operation (used as
+// the context of every error it returns), and runs its body; bodies that write run inside
+// BEGIN IMMEDIATE … COMMIT and roll back on any error, so a failed operation leaves nothing.
+// Bodies read an inode into an Attr, change it in C++ and write the whole row back: simple,
+// and a row is small.
+#include "meta_shard.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+
+namespace jobfs::server {
+
+namespace {
+
+constexpr int64_t kSchemaVersion = 1;
+constexpr int kBusyTimeoutMs = 5000;
+
+// Root's parent walk and corrupt databases: never follow more parents than this.
+constexpr int kMaxDepth = 1 << 20;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS inodes(
+    ino INTEGER PRIMARY KEY, type INTEGER NOT NULL, mode INTEGER NOT NULL,
+    uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL, nlink INTEGER NOT NULL,
+    atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+    rdev INTEGER NOT NULL, target BLOB, chunk_size INTEGER NOT NULL,
+    stripe_count INTEGER NOT NULL, generation INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS dentries(
+    parent INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL, type INTEGER NOT NULL,
+    PRIMARY KEY(parent, name)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS dentries_by_ino ON dentries(ino);
+CREATE TABLE IF NOT EXISTS xattrs(
+    ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY(ino, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+)sql";
+
+constexpr const char* kInodeColumns =
+    "ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, "
+    "chunk_size, stripe_count, generation";
+
+int64_t now_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+uint32_t type_bits(FileType type) {
+    switch (type) {
+    case FileType::directory: return S_IFDIR;
+    case FileType::symlink: return S_IFLNK;
+    case FileType::regular: break;
+    }
+    return S_IFREG;
+}
+
+bool valid_type(int64_t t) { return t >= 1 && t <= 3; }
+
+Code code_of_sqlite(int rc) {
+    switch (rc & 0xff) {
+    case SQLITE_FULL: return Code::no_space;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return Code::busy;
+    case SQLITE_NOMEM: return Code::no_memory;
+    case SQLITE_PERM:
+    case SQLITE_AUTH: return Code::permission;
+    case SQLITE_TOOBIG: return Code::too_large;
+    case SQLITE_IOERR:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PROTOCOL: return Code::io;
+    default: return Code::internal;
+    }
+}
+
+// A name for messages: printable bytes as they are, others as \xNN, long names shortened.
+std::string quoted(std::string_view name) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out = "'";
+    size_t shown = 0;
+    for (unsigned char c : name) {
+        if (++shown > 64) {
+            out += "...";
+            break;
+        }
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            out += char(c);
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out + "'";
+}
+
+std::string ino_str(uint64_t ino) { return std::to_string(ino); }
+
+// Binds text explicitly (SQLite TEXT); plain strings bind as BLOBs so names of any bytes sort
+// and compare bytewise.
+struct Text {
+    std::string_view s;
+};
+
+// One use of a cached prepared statement: binds in order, steps, reads columns, and resets
+// the statement when it goes out of scope so the cache can hand it out again.
+class Stmt {
+public:
+    Stmt(sqlite3* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+    Stmt(Stmt&& o) noexcept : db_(o.db_), s_(o.s_), n_(o.n_), bind_rc_(o.bind_rc_) { o.s_ = nullptr; }
+    Stmt(const Stmt&) = delete;
+    Stmt& operator=(const Stmt&) = delete;
+    Stmt& operator=(Stmt&&) = delete;
+    ~Stmt() {
+        if (s_) {
+            sqlite3_reset(s_);
+            sqlite3_clear_bindings(s_);
+        }
+    }
+
+    template <class T>
+    void bind(const T& v) {
+        int rc;
+        ++n_;
+        if constexpr (std::is_same_v<T, Text>) {
+            rc = sqlite3_bind_text(s_, n_, v.s.data() ? v.s.data() : "", int(v.s.size()),
+                                   SQLITE_TRANSIENT);
+        } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+            std::string_view sv = v;
+            // A null pointer would bind NULL; an empty value must stay an empty BLOB.
+            rc = sqlite3_bind_blob(s_, n_, sv.data() ? sv.data() : "", int(sv.size()),
+                                   SQLITE_TRANSIENT);
+        } else if constexpr (std::is_enum_v<T>) {
+            rc = sqlite3_bind_int64(s_, n_, static_cast<int64_t>(v));
+        } else {
+            static_assert(std::is_integral_v<T>, "bind integers, enums, Text or strings");
+            rc = sqlite3_bind_int64(s_, n_, static_cast<int64_t>(v));
+        }
+        if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+    }
+
+    // true: a row is ready; false: done.
+    Result<bool> step() {
+        if (bind_rc_ != SQLITE_OK) return error(bind_rc_);
+        int rc = sqlite3_step(s_);
+        if (rc == SQLITE_ROW) return true;
+        if (rc == SQLITE_DONE) return false;
+        return error(rc);
+    }
+
+    int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+    uint64_t u64(int col) const { return static_cast<uint64_t>(i64(col)); }
+    uint32_t u32(int col) const { return static_cast<uint32_t>(i64(col)); }
+    std::string bytes(int col) const {
+        const void* p = sqlite3_column_blob(s_, col);
+        int n = sqlite3_column_bytes(s_, col);
+        return p ? std::string(static_cast<const char*>(p), size_t(n)) : std::string();
+    }
+
+private:
+    Status error(int rc) const {
+        return Status(code_of_sqlite(rc), std::string("sqlite: ") + sqlite3_errmsg(db_));
+    }
+
+    sqlite3* db_;
+    sqlite3_stmt* s_;
+    int n_ = 0;
+    int bind_rc_ = SQLITE_OK;
+};
+
+} // namespace
+
+bool Cred::in_group(uint32_t g) const {
+    return g == gid || std::find(groups.begin(), groups.end(), g) != groups.end();
+}
+
+bool may_access(const Attr& attr, const Cred& cred, int mask) {
+    if (cred.uid == 0) {
+        // Root may do anything, except execute a file nobody may execute.
+        if ((mask & kMayExec) && attr.type != FileType::directory && !(attr.mode & 0111))
+            return false;
+        return true;
+    }
+    uint32_t bits;
+    if (cred.uid == attr.uid)
+        bits = (attr.mode >> 6) & 7;
+    else if (cred.in_group(attr.gid))
+        bits = (attr.mode >> 3) & 7;
+    else
+        bits = attr.mode & 7;
+    return (bits & uint32_t(mask)) == uint32_t(mask);
+}
+
+// ------------------------------------------------------------------------------------------
+struct MetaShard::Impl {
+    sqlite3* db = nullptr;
+    uint32_t shard_id = 0;
+    std::mutex mu;
+    std::string op;  // the running operation, for error messages ("mkdir 'a' in 1")
+    std::unordered_map<std::string, sqlite3_stmt*> stmts;
+
+    ~Impl() {
+        for (auto& [sql, s] : stmts) sqlite3_finalize(s);
+        if (db) sqlite3_close(db);
+    }
+
+    // ---- errors ---------------------------------------------------------------------------
+    Status fail(Code code, std::string_view what) const {
+        std::string msg = op;
+        msg += ": ";
+        msg += what;
+        return Status(code, std::move(msg));
+    }
+    Status with_op(const Status& s) const {
+        // Errors made by fail() already name the operation; SQLite's do not.
+        if (s.ok() || s.message().rfind(op, 0) == 0) return s;
+        return s.with_context(op);
+    }
+
+    // ---- statements -----------------------------------------------------------------------
+    Result<Stmt> prepare(const char* sql) {
+        auto it = stmts.find(sql);
+        if (it == stmts.end()) {
+            sqlite3_stmt* s = nullptr;
+            int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+            if (rc != SQLITE_OK)
+                return Status(code_of_sqlite(rc), std::string("sqlite: prepare: ") + sqlite3_errmsg(db));
+            it = stmts.emplace(sql, s).first;
+        }
+        return Stmt(db, it->second);
+    }
+
+    template <class... Args>
+    Result<Stmt> query(const char* sql, const Args&... args) {
+        auto st = prepare(sql);
+        if (!st.ok()) return st.status();
+        (st->bind(args), ...);
+        return st;
+    }
+
+    // Runs a statement that returns no rows.
+    template <class... Args>
+    Status run(const char* sql, const Args&... args) {
+        auto st = query(sql, args...);
+        if (!st.ok()) return st.status();
+        auto r = st->step();
+        if (!r.ok()) return r.status();
+        return Status::OK();
+    }
+
+    // Runs SQL text once, uncached (schema, pragmas, transaction control).
+    Status exec(const char* sql) {
+        char* err = nullptr;
+        int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+        if (rc == SQLITE_OK) return Status::OK();
+        std::string msg = std::string("sqlite: ") + (err ? err : sqlite3_errmsg(db));
+        sqlite3_free(err);
+        return Status(code_of_sqlite(rc), msg);
+    }
+
+    // One transaction around fn; fn returns Status or Result<T>. Any error rolls back.
+    template <class F>
+    auto transact(F&& fn) -> decltype(fn()) {
+        Status begun = exec("BEGIN IMMEDIATE");
+        if (!begun.ok()) return with_op(begun);
+        auto r = fn();
+        if (r.ok()) {
+            Status done = exec("COMMIT");
+            if (done.ok()) return r;
+            rollback();
+            return with_op(done);
+        }
+        rollback();
+        return with_op(jobfs_status_of(r));
+    }
+
+    void rollback() {
+        // SQLite may already have rolled back by itself (SQLITE_FULL, I/O errors).
+        if (!sqlite3_get_autocommit(db)) (void)exec("ROLLBACK");
+    }
+
+    // ---- rows -----------------------------------------------------------------------------
+    static Attr attr_of(const Stmt& st) {
+        Attr a;
+        a.ino = st.u64(0);
+        a.type = static_cast<FileType>(st.i64(1));
+        a.mode = st.u32(2);
+        a.uid = st.u32(3);
+        a.gid = st.u32(4);
+        a.size = st.u64(5);
+        a.nlink = st.u32(6);
+        a.atime_ns = st.i64(7);
+        a.mtime_ns = st.i64(8);
+        a.ctime_ns = st.i64(9);
+        a.rdev = st.u64(10);
+        a.target = st.bytes(11);
+        a.chunk_size = st.u32(12);
+        a.stripe_count = st.u32(13);
+        a.generation = st.u64(14);
+        return a;
+    }
+
+    Result<std::optional<Attr>> find_inode(uint64_t ino) {
+        static const std::string sql =
+            std::string("SELECT ") + kInodeColumns + " FROM inodes WHERE ino = ?";
+        auto st = query(sql.c_str(), ino);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row) return std::optional<Attr>();
+        return std::optional<Attr>(attr_of(*st));
+    }
+
+    Result<Attr> load_inode(uint64_t ino) {
+        auto a = find_inode(ino);
+        if (!a.ok()) return a.status();
+        if (!a->has_value()) return fail(Code::not_found, "inode " + ino_str(ino) + " not found");
+        return std::move(**a);
+    }
+
+    Result<Attr> load_dir(uint64_t ino) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a;
+        if (a->type != FileType::directory)
+            return fail(Code::not_dir, "inode " + ino_str(ino) + " is not a directory");
+        return a;
+    }
+
+    // The attributes of a dentry's inode, which a whole operation can only use when it is here.
+    Result<Attr> load_local(const DirEntry& e) {
+        if (shard_of(e.ino) != shard_id)
+            return fail(Code::cross_device, "inode " + ino_str(e.ino) + " lives on shard " +
+                                                 std::to_string(shard_of(e.ino)));
+        return load_inode(e.ino);
+    }
+
+    Status insert_inode(const Attr& a) {
+        return run("INSERT INTO inodes(ino, type, mode, uid, gid, size, nlink, atime_ns, "
+                   "mtime_ns, ctime_ns, rdev, target, chunk_size, stripe_count, generation) "
+                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   a.ino, a.type, a.mode, a.uid, a.gid, a.size, a.nlink, a.atime_ns, a.mtime_ns,
+                   a.ctime_ns, a.rdev, a.target, a.chunk_size, a.stripe_count, a.generation);
+    }
+
+    Status store_inode(const Attr& a) {
+        return run("UPDATE inodes SET mode = ?, uid = ?, gid = ?, size = ?, nlink = ?, "
+                   "atime_ns = ?, mtime_ns = ?, ctime_ns = ?, rdev = ?, target = ?, "
+                   "chunk_size = ?, stripe_count = ? WHERE ino = ?",
+                   a.mode, a.uid, a.gid, a.size, a.nlink, a.atime_ns, a.mtime_ns, a.ctime_ns,
+                   a.rdev, a.target, a.chunk_size, a.stripe_count, a.ino);
+    }
+
+    Status erase_inode(uint64_t ino) {
+        JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ?", ino));
+        return run("DELETE FROM inodes WHERE ino = ?", ino);
+    }
+
+    Result<std::optional<DirEntry>> find_dentry(uint64_t parent, const std::string& name) {
+        auto st = query("SELECT ino, type FROM dentries WHERE parent = ? AND name = ?", parent, name);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row) return std::optional<DirEntry>();
+        return std::optional<DirEntry>(
+            DirEntry{name, st->u64(0), static_cast<FileType>(st->i64(1))});
+    }
+
+    Status put_dentry(uint64_t parent, const std::string& name, uint64_t ino, FileType type) {
+        return run("INSERT INTO dentries(parent, name, ino, type) VALUES(?, ?, ?, ?)", parent,
+                   name, ino, type);
+    }
+
+    Status erase_dentry(uint64_t parent, const std::string& name) {
+        return run("DELETE FROM dentries WHERE parent = ? AND name = ?", parent, name);
+    }
+
+    Result<bool> has_entries(uint64_t dir) {
+        auto st = query("SELECT 1 FROM dentries WHERE parent = ? LIMIT 1", dir);
+        if (!st.ok()) return st.status();
+        return st->step();
+    }
+
+    // The directory holding directory ino, if its entry is on this shard.
+    Result<std::optional<uint64_t>> parent_of_dir(uint64_t ino) {
+        auto st = query("SELECT parent FROM dentries WHERE ino = ? AND type = ? LIMIT 1", ino,
+                        FileType::directory);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row) return std::optional<uint64_t>();
+        return std::optional<uint64_t>(st->u64(0));
+    }
+
+    // Whether dir is ancestor (or itself) of ino, walking up as far as this shard knows.
+    Result<bool> contains(uint64_t dir, uint64_t ino) {
+        uint64_t cur = ino;
+        for (int depth = 0; depth < kMaxDepth; ++depth) {
+            if (cur == dir) return true;
+            auto up = parent_of_dir(cur);
+            if (!up.ok()) return up.status();
+            if (!up->has_value()) return false;
+            cur = **up;
+        }
+        return fail(Code::io, "directory loop above inode " + ino_str(ino));
+    }
+
+    Result<int64_t> meta_value(const char* key) {
+        auto st = query("SELECT value FROM meta WHERE key = ?", Text{key});
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row) return fail(Code::io, std::string("meta key ") + key + " missing");
+        return st->i64(0);
+    }
+
+    // Inode numbers come from a counter in meta, advanced in the same transaction as the
+    // insert: a rolled-back create consumes nothing, a committed one is never handed out again.
+    Result<uint64_t> alloc_ino() {
+        auto next = meta_value("next_seq");
+        if (!next.ok()) return next.status();
+        uint64_t seq = uint64_t(*next);
+        if (seq >= kSeqMask) return fail(Code::no_space, "inode numbers exhausted");
+        JOBFS_RETURN_IF_ERROR(run("UPDATE meta SET value = ? WHERE key = 'next_seq'", seq + 1));
+        return make_ino(shard_id, seq);
+    }
+
+    // ---- checks -------------------------------------------------------------------------
+    Status check_name(const std::string& name) const {
+        if (name.empty()) return fail(Code::invalid, "empty name");
+        if (name == "." || name == "..") return fail(Code::invalid, "name " + quoted(name) + " is reserved");
+        if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+            return fail(Code::invalid, "name " + quoted(name) + " contains '/' or NUL");
+        if (name.size() > kMaxNameLen)
+            return fail(Code::name_too_long, "name is " + std::to_string(name.size()) +
+                                                 " bytes, more than " + std::to_string(kMaxNameLen));
+        return Status::OK();
+    }
+
+    Status need(const Attr& a, const Cred& cred, int mask) const {
+        if (may_access(a, cred, mask)) return Status::OK();
+        std::string what;
+        if (mask & kMayRead) what += "read";
+        if (mask & kMayWrite) what += what.empty() ? "write" : "+write";
+        if (mask & kMayExec) what += what.empty() ? "search" : "+search";
+        return fail(Code::permission, "uid " + std::to_string(cred.uid) + " lacks " + what +
+                                          " permission on inode " + ino_str(a.ino));
+    }
+
+    static bool owner_or_root(const Attr& a, const Cred& cred) {
+        return cred.uid == 0 || cred.uid == a.uid;
+    }
+
+    // In a sticky directory only the owner of the entry or of the directory (or root) may
+    // remove or rename it.
+    Status check_sticky(const Attr& dir, const Attr& victim, const Cred& cred) const {
+        if (!(dir.mode & S_ISVTX) || owner_or_root(dir, cred) || owner_or_root(victim, cred))
+            return Status::OK();
+        return fail(Code::not_permitted, "sticky directory " + ino_str(dir.ino) +
+                                             ": uid " + std::to_string(cred.uid) +
+                                             " owns neither it nor inode " + ino_str(victim.ino));
+    }
+
+    Status check_layout(const Layout& l) const {
+        if (l.chunk_size == 0) return Status::OK();
+        if (l.chunk_size < kMinChunkSize || l.chunk_size > kMaxChunkSize ||
+            (l.chunk_size & (l.chunk_size - 1)) != 0)
+            return fail(Code::invalid, "chunk size " + std::to_string(l.chunk_size) +
+                                           " is not a power of two from 4 KiB to 1 GiB");
+        return Status::OK();
+    }
+
+    // Lookup in a directory: the name, the directory, search permission.
+    Result<Attr> dir_for_name(const Cred& cred, uint64_t parent, const std::string& name) {
+        JOBFS_RETURN_IF_ERROR(check_name(name));
+        auto dir = load_dir(parent);
+        if (!dir.ok()) return dir;
+        JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayExec));
+        return dir;
+    }
+
+    Result<DirEntry> get_dentry(uint64_t parent, const std::string& name) {
+        auto e = find_dentry(parent, name);
+        if (!e.ok()) return e.status();
+        if (!e->has_value()) return fail(Code::not_found, "no entry");
+        return std::move(**e);
+    }
+
+    // ---- building blocks of the operations --------------------------------------------
+    // A fresh inode owned by cred in dir, following the BSD/Linux setgid-directory rule.
+    Attr new_inode(FileType type, uint32_t perms, const Cred& cred, const Attr& dir) {
+        Attr a;
+        a.type = type;
+        a.mode = type_bits(type) | (perms & 07777);
+        a.uid = cred.uid;
+        a.gid = cred.gid;
+        if (dir.mode & S_ISGID) {
+            a.gid = dir.gid;
+            if (type == FileType::directory) a.mode |= S_ISGID;
+        }
+        // A non-member may not create a setgid file of a group it is not in.
+        if (type == FileType::regular && (a.mode & S_ISGID) && cred.uid != 0 && !cred.in_group(a.gid))
+            a.mode &= ~uint32_t(S_ISGID);
+        a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
+        a.generation = 1;
+        return a;
+    }
+
+    // Gives a an inode number and stores it.
+    Status add_inode(Attr& a) {
+        auto ino = alloc_ino();
+        if (!ino.ok()) return ino.status();
+        a.ino = *ino;
+        return insert_inode(a);
+    }
+
+    // Bookkeeping of a directory whose entries changed: times, and the link a subdirectory's
+    // ".." holds on it.
+    Status touch_dir(Attr& dir, int subdir_delta, int64_t now) {
+        dir.mtime_ns = dir.ctime_ns = now;
+        int64_t nlink = int64_t(dir.nlink) + subdir_delta;
+        dir.nlink = uint32_t(std::max<int64_t>(nlink, 0));
+        return store_inode(dir);
+    }
+
+    Status add_entry(Attr& dir, const std::string& name, const Attr& child) {
+        JOBFS_RETURN_IF_ERROR(put_dentry(dir.ino, name, child.ino, child.type));
+        return touch_dir(dir, child.type == FileType::directory ? 1 : 0, child.ctime_ns);
+    }
+
+    // One link of a fewer; the inode goes with its last link.
+    Result<UnlinkResult> drop_link(Attr a, int64_t now) {
+        UnlinkResult out;
+        a.nlink = a.nlink > 0 ? a.nlink - 1 : 0;
+        // A directory has no links left once its name is gone (its "." does not count).
+        if (a.type == FileType::directory) a.nlink = 0;
+        a.ctime_ns = now;
+        out.last_link = a.nlink == 0;
+        if (out.last_link) {
+            JOBFS_RETURN_IF_ERROR(erase_inode(a.ino));
+        } else {
+            JOBFS_RETURN_IF_ERROR(store_inode(a));
+        }
+        out.attr = std::move(a);
+        return out;
+    }
+
+    // ---- operations -----------------------------------------------------------------------
+    Result<Attr> do_create(const Cred& cred, uint64_t parent, const std::string& name,
+                           uint32_t mode, bool exclusive, Layout layout) {
+        auto dir = dir_for_name(cred, parent, name);
+        if (!dir.ok()) return dir;
+        auto existing = find_dentry(parent, name);
+        if (!existing.ok()) return existing.status();
+        if (existing->has_value()) {
+            if (exclusive) return fail(Code::exists, "exists");
+            if ((*existing)->type == FileType::directory) return fail(Code::is_dir, "is a directory");
+            return load_local(**existing);
+        }
+        JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayWrite | kMayExec));
+        JOBFS_RETURN_IF_ERROR(check_layout(layout));
+        Attr a = new_inode(FileType::regular, mode, cred, *dir);
+        a.nlink = 1;
+        a.chunk_size = layout.chunk_size ? layout.chunk_size
+                       : dir->chunk_size ? dir->chunk_size
+                                         : kDefaultChunkSize;
+        a.stripe_count = layout.stripe_count ? layout.stripe_count : dir->stripe_count;
+        JOBFS_RETURN_IF_ERROR(add_inode(a));
+        JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
+        return a;
+    }
+
+    // Checks shared by mkdir, symlink and link: the name is free and the directory writable
+    // (after the search check, in the order Linux reports them).
+    Result<Attr> dir_for_new_name(const Cred& cred, uint64_t parent, const std::string& name) {
+        auto dir = dir_for_name(cred, parent, name);
+        if (!dir.ok()) return dir;
+        auto existing = find_dentry(parent, name);
+        if (!existing.ok()) return existing.status();
+        if (existing->has_value()) return fail(Code::exists, "exists");
+        JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayWrite | kMayExec));
+        return dir;
+    }
+
+    Result<Attr> do_mkdir(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode) {
+        auto dir = dir_for_new_name(cred, parent, name);
+        if (!dir.ok()) return dir;
+        Attr a = new_inode(FileType::directory, mode, cred, *dir);
+        a.nlink = 2;
+        a.chunk_size = dir->chunk_size;
+        a.stripe_count = dir->stripe_count;
+        JOBFS_RETURN_IF_ERROR(add_inode(a));
+        JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
+        return a;
+    }
+
+    Result<Attr> do_symlink(const Cred& cred, uint64_t parent, const std::string& name,
+                            const std::string& target) {
+        auto dir = dir_for_new_name(cred, parent, name);
+        if (!dir.ok()) return dir;
+        if (target.empty()) return fail(Code::not_found, "empty target");
+        if (target.find('\0') != std::string::npos) return fail(Code::invalid, "target contains NUL");
+        if (target.size() > kMaxSymlinkLen) return fail(Code::name_too_long, "target too long");
+        Attr a = new_inode(FileType::symlink, 0777, cred, *dir);
+        a.mode = S_IFLNK | 0777;
+        a.nlink = 1;
+        a.target = target;
+        a.size = target.size();
+        JOBFS_RETURN_IF_ERROR(add_inode(a));
+        JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
+        return a;
+    }
+
+    Result<Attr> do_link(const Cred& cred, uint64_t ino, uint64_t new_parent, const std::string& name) {
+        auto a = load_local(DirEntry{"", ino, FileType::regular});
+        if (!a.ok()) return a;
+        if (a->type == FileType::directory) return fail(Code::not_permitted, "hard link to a directory");
+        auto dir = dir_for_new_name(cred, new_parent, name);
+        if (!dir.ok()) return dir;
+        if (a->nlink >= kMaxLinks) return fail(Code::too_large, "too many links");
+        int64_t now = now_ns();
+        a->nlink += 1;
+        a->ctime_ns = now;
+        JOBFS_RETURN_IF_ERROR(store_inode(*a));
+        JOBFS_RETURN_IF_ERROR(put_dentry(dir->ino, name, a->ino, a->type));
+        JOBFS_RETURN_IF_ERROR(touch_dir(*dir, 0, now));
+        return a;
+    }
+
+    // The entry to remove from parent, after the checks unlink and rmdir share (permission,
+    // then sticky bit, as Linux orders them).
+    struct Victim {
+        Attr dir;
+        DirEntry entry;
+        Attr attr;
+    };
+    Result<Victim> victim(const Cred& cred, uint64_t parent, const std::string& name) {
+        auto dir = dir_for_name(cred, parent, name);
+        if (!dir.ok()) return dir.status();
+        auto e = get_dentry(parent, name);
+        if (!e.ok()) return e.status();
+        JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayWrite | kMayExec));
+        auto a = load_local(*e);
+        if (!a.ok()) return a.status();
+        JOBFS_RETURN_IF_ERROR(check_sticky(*dir, *a, cred));
+        return Victim{std::move(*dir), std::move(*e), std::move(*a)};
+    }
+
+    Result<UnlinkResult> do_unlink(const Cred& cred, uint64_t parent, const std::string& name) {
+        auto v = victim(cred, parent, name);
+        if (!v.ok()) return v.status();
+        if (v->attr.type == FileType::directory) return fail(Code::is_dir, "is a directory");
+        int64_t now = now_ns();
+        JOBFS_RETURN_IF_ERROR(erase_dentry(parent, name));
+        JOBFS_RETURN_IF_ERROR(touch_dir(v->dir, 0, now));
+        return drop_link(std::move(v->attr), now);
+    }
+
+    Status do_rmdir(const Cred& cred, uint64_t parent, const std::string& name) {
+        auto v = victim(cred, parent, name);
+        if (!v.ok()) return v.status();
+        if (v->attr.type != FileType::directory) return fail(Code::not_dir, "not a directory");
+        auto full = has_entries(v->attr.ino);
+        if (!full.ok()) return full.status();
+        if (*full) return fail(Code::not_empty, "directory not empty");
+        int64_t now = now_ns();
+        JOBFS_RETURN_IF_ERROR(erase_dentry(parent, name));
+        JOBFS_RETURN_IF_ERROR(touch_dir(v->dir, -1, now));
+        return erase_inode(v->attr.ino);
+    }
+
+    Result<RenameResult> do_rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
+                                   uint64_t new_parent, const std::string& new_name, uint32_t flags) {
+        if ((flags & ~(kRenameNoReplace | kRenameExchange)) != 0 ||
+            flags == (kRenameNoReplace | kRenameExchange))
+            return fail(Code::invalid, "bad flags " + std::to_string(flags));
+        const bool exchange = flags & kRenameExchange;
+        JOBFS_RETURN_IF_ERROR(check_name(old_name));
+        JOBFS_RETURN_IF_ERROR(check_name(new_name));
+
+        // When both names are in one directory, both references below name the same Attr.
+        auto odir_r = load_dir(old_parent);
+        if (!odir_r.ok()) return odir_r.status();
+        Attr odir = std::move(*odir_r);
+        Attr ndir_other;
+        if (new_parent != old_parent) {
+            auto n = load_dir(new_parent);
+            if (!n.ok()) return n.status();
+            ndir_other = std::move(*n);
+        }
+        Attr& ndir = new_parent == old_parent ? odir : ndir_other;
+        JOBFS_RETURN_IF_ERROR(need(odir, cred, kMayExec));
+        JOBFS_RETURN_IF_ERROR(need(ndir, cred, kMayExec));
+
+        auto src_e = get_dentry(old_parent, old_name);
+        if (!src_e.ok()) return src_e.status();
+        auto dst_e = find_dentry(new_parent, new_name);
+        if (!dst_e.ok()) return dst_e.status();
+        std::optional<DirEntry> dst_entry = std::move(*dst_e);
+        if (exchange && !dst_entry) return fail(Code::not_found, "no entry to exchange with");
+        if ((flags & kRenameNoReplace) && dst_entry) return fail(Code::exists, "target exists");
+
+        JOBFS_RETURN_IF_ERROR(need(odir, cred, kMayWrite | kMayExec));
+        JOBFS_RETURN_IF_ERROR(need(ndir, cred, kMayWrite | kMayExec));
+        // Two names of one inode (or one name twice): POSIX says do nothing, successfully.
+        if (dst_entry && dst_entry->ino == src_e->ino) return RenameResult{};
+
+        auto src_r = load_local(*src_e);
+        if (!src_r.ok()) return src_r.status();
+        Attr src = std::move(*src_r);
+        std::optional<Attr> dst;
+        if (dst_entry) {
+            auto d = load_local(*dst_entry);
+            if (!d.ok()) return d.status();
+            dst = std::move(*d);
+        }
+        const bool src_dir = src.type == FileType::directory;
+        const bool dst_dir = dst && dst->type == FileType::directory;
+
+        // A directory cannot move below itself.
+        if (src_dir) {
+            auto loop = contains(src.ino, new_parent);
+            if (!loop.ok()) return loop.status();
+            if (*loop) return fail(Code::invalid, "would move a directory into its own subtree");
+        }
+        if (exchange && dst_dir) {
+            auto loop = contains(dst->ino, old_parent);
+            if (!loop.ok()) return loop.status();
+            if (*loop) return fail(Code::invalid, "would move a directory into its own subtree");
+        }
+        if (dst && !exchange) {
+            if (src_dir && !dst_dir) return fail(Code::not_dir, "target is not a directory");
+            if (!src_dir && dst_dir) return fail(Code::is_dir, "target is a directory");
+            if (dst_dir) {
+                auto full = has_entries(dst->ino);
+                if (!full.ok()) return full.status();
+                if (*full) return fail(Code::not_empty, "target directory not empty");
+            }
+        }
+        JOBFS_RETURN_IF_ERROR(check_sticky(odir, src, cred));
+        if (dst) JOBFS_RETURN_IF_ERROR(check_sticky(ndir, *dst, cred));
+        // A directory changing parents rewrites its "..": that needs write permission on it.
+        if (old_parent != new_parent) {
+            if (src_dir) JOBFS_RETURN_IF_ERROR(need(src, cred, kMayWrite));
+            if (exchange && dst_dir) JOBFS_RETURN_IF_ERROR(need(*dst, cred, kMayWrite));
+        }
+
+        int64_t now = now_ns();
+        RenameResult out;
+        int odelta = 0, ndelta = 0;  // subdirectory links gained by each parent
+        if (exchange) {
+            JOBFS_RETURN_IF_ERROR(run("UPDATE dentries SET ino = ?, type = ? WHERE parent = ? AND name = ?",
+                                      dst->ino, dst->type, old_parent, old_name));
+            JOBFS_RETURN_IF_ERROR(run("UPDATE dentries SET ino = ?, type = ? WHERE parent = ? AND name = ?",
+                                      src.ino, src.type, new_parent, new_name));
+            odelta = int(dst_dir) - int(src_dir);
+            ndelta = int(src_dir) - int(dst_dir);
+            dst->ctime_ns = now;
+            JOBFS_RETURN_IF_ERROR(store_inode(*dst));
+        } else {
+            if (dst) {
+                JOBFS_RETURN_IF_ERROR(erase_dentry(new_parent, new_name));
+                auto gone = drop_link(std::move(*dst), now);
+                if (!gone.ok()) return gone.status();
+                out.replaced = std::move(*gone);
+                ndelta -= int(dst_dir);
+            }
+            JOBFS_RETURN_IF_ERROR(run("UPDATE dentries SET parent = ?, name = ? WHERE parent = ? AND name = ?",
+                                      new_parent, new_name, old_parent, old_name));
+            odelta -= int(src_dir);
+            ndelta += int(src_dir);
+        }
+        src.ctime_ns = now;
+        JOBFS_RETURN_IF_ERROR(store_inode(src));
+        if (old_parent == new_parent) {
+            JOBFS_RETURN_IF_ERROR(touch_dir(odir, odelta + ndelta, now));
+        } else {
+            JOBFS_RETURN_IF_ERROR(touch_dir(odir, odelta, now));
+            JOBFS_RETURN_IF_ERROR(touch_dir(ndir, ndelta, now));
+        }
+        return out;
+    }
+
+    Result<ReadDirResult> do_readdir(const Cred& cred, uint64_t ino, const std::string& after,
+                                     uint32_t max_entries) {
+        if (max_entries == 0) return fail(Code::invalid, "max_entries is 0");
+        auto dir = load_dir(ino);
+        if (!dir.ok()) return dir.status();
+        JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayRead));
+        // One row more than asked tells whether there is more.
+        auto st = query("SELECT name, ino, type FROM dentries WHERE parent = ? AND name > ? "
+                        "ORDER BY name LIMIT ?",
+                        ino, after, int64_t(max_entries) + 1);
+        if (!st.ok()) return st.status();
+        ReadDirResult out;
+        for (;;) {
+            auto row = st->step();
+            if (!row.ok()) return row.status();
+            if (!*row) break;
+            if (out.entries.size() == max_entries) {
+                out.more = true;
+                break;
+            }
+            out.entries.push_back(DirEntry{st->bytes(0), st->u64(1), static_cast<FileType>(st->i64(2))});
+        }
+        return out;
+    }
+
+    Result<Attr> do_setattr(const Cred& cred, uint64_t ino, const SetAttr& set) {
+        if ((set.atime_ns && set.atime_now) || (set.mtime_ns && set.mtime_now))
+            return fail(Code::invalid, "a time both given and 'now'");
+        auto ar = load_inode(ino);
+        if (!ar.ok()) return ar;
+        Attr a = std::move(*ar);
+        const bool root = cred.uid == 0;
+        const bool owner = owner_or_root(a, cred);
+        int64_t now = now_ns();
+
+        if (set.uid && *set.uid != a.uid && !root)
+            return fail(Code::not_permitted, "only root may change the owner");
+        if (set.gid && *set.gid != a.gid && !root) {
+            // The owner may give the file to a group it belongs to.
+            if (cred.uid != a.uid || (set.uid && *set.uid != a.uid) || !cred.in_group(*set.gid))
+                return fail(Code::not_permitted, "uid " + std::to_string(cred.uid) +
+                                                     " may not change the group to " +
+                                                     std::to_string(*set.gid));
+        }
+        if (set.mode && !owner) return fail(Code::not_permitted, "only the owner may chmod");
+        if ((set.atime_ns || set.mtime_ns) && !owner)
+            return fail(Code::not_permitted, "only the owner may set times");
+        if ((set.atime_now || set.mtime_now) && !owner && !may_access(a, cred, kMayWrite))
+            return fail(Code::permission, "no write permission to touch inode " + ino_str(ino));
+        if (set.size) {
+            if (a.type == FileType::directory) return fail(Code::is_dir, "truncate a directory");
+            if (a.type != FileType::regular) return fail(Code::invalid, "truncate a non-regular file");
+            if (*set.size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
+            JOBFS_RETURN_IF_ERROR(need(a, cred, kMayWrite));
+        }
+
+        if (set.mode) {
+            uint32_t mode = *set.mode & 07777;
+            // Like Linux: a non-member loses the setgid bit it tries to set.
+            uint32_t gid = set.gid.value_or(a.gid);
+            if (!root && !cred.in_group(gid)) mode &= ~uint32_t(S_ISGID);
+            a.mode = (a.mode & S_IFMT) | mode;
+        }
+        bool owner_changes = (set.uid && *set.uid != a.uid) || (set.gid && *set.gid != a.gid);
+        if (set.uid) a.uid = *set.uid;
+        if (set.gid) a.gid = *set.gid;
+        // Giving a file away must not give away setuid/setgid powers.
+        if (owner_changes && !root && a.type != FileType::directory) {
+            a.mode &= ~uint32_t(S_ISUID);
+            if (a.mode & S_IXGRP) a.mode &= ~uint32_t(S_ISGID);
+        }
+        if (set.size) {
+            a.size = *set.size;
+            if (!set.mtime_ns) a.mtime_ns = now;  // truncate changes the data
+        }
+        if (set.atime_ns) a.atime_ns = *set.atime_ns;
+        if (set.atime_now) a.atime_ns = now;
+        if (set.mtime_ns) a.mtime_ns = *set.mtime_ns;
+        if (set.mtime_now) a.mtime_ns = now;
+        a.ctime_ns = now;
+        JOBFS_RETURN_IF_ERROR(store_inode(a));
+        return a;
+    }
+
+    Result<Attr> do_set_layout(const Cred& cred, uint64_t ino, Layout layout) {
+        JOBFS_RETURN_IF_ERROR(check_layout(layout));
+        auto a = load_inode(ino);
+        if (!a.ok()) return a;
+        if (!owner_or_root(*a, cred)) return fail(Code::not_permitted, "only the owner may set the layout");
+        if (a->type == FileType::symlink) return fail(Code::invalid, "a symlink has no layout");
+        if (a->type == FileType::regular) {
+            if (a->size != 0) return fail(Code::busy, "file already has data");
+            // A file always has a concrete chunk size.
+            a->chunk_size = layout.chunk_size ? layout.chunk_size : kDefaultChunkSize;
+        } else {
+            a->chunk_size = layout.chunk_size;
+        }
+        a->stripe_count = layout.stripe_count;
+        a->ctime_ns = now_ns();
+        JOBFS_RETURN_IF_ERROR(store_inode(*a));
+        return a;
+    }
+
+    Result<Attr> do_extend_size(uint64_t ino, uint64_t size) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a;
+        if (a->type == FileType::directory) return fail(Code::is_dir, "is a directory");
+        if (a->type != FileType::regular) return fail(Code::invalid, "not a regular file");
+        if (size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
+        a->size = std::max(a->size, size);
+        a->mtime_ns = a->ctime_ns = now_ns();
+        JOBFS_RETURN_IF_ERROR(store_inode(*a));
+        return a;
+    }
+
+    // ---- xattrs ---------------------------------------------------------------------------
+    enum class XattrNs { user, trusted, security, system, unknown };
+    static XattrNs xattr_ns(const std::string& name) {
+        auto starts = [&](const char* p) { return name.rfind(p, 0) == 0 && name.size() > strlen(p); };
+        if (starts("user.")) return XattrNs::user;
+        if (starts("trusted.")) return XattrNs::trusted;
+        if (starts("security.")) return XattrNs::security;
+        if (starts("system.")) return XattrNs::system;
+        return XattrNs::unknown;
+    }
+
+    // May cred read (write=false) or change this xattr? Errors as Linux's xattr_permission.
+    Status xattr_access(const Cred& cred, const Attr& a, const std::string& name, bool write) {
+        if (name.empty() || name.size() > kMaxXattrNameLen)
+            return fail(Code::range, "xattr name length " + std::to_string(name.size()));
+        if (name.find('\0') != std::string::npos) return fail(Code::invalid, "xattr name contains NUL");
+        const bool root = cred.uid == 0;
+        switch (xattr_ns(name)) {
+        case XattrNs::user:
+            if (a.type != FileType::regular && a.type != FileType::directory)
+                return write ? fail(Code::not_permitted, "user xattrs only on files and directories")
+                             : fail(Code::no_data, "no such attribute");
+            if (write && a.type == FileType::directory && (a.mode & S_ISVTX) && !owner_or_root(a, cred))
+                return fail(Code::not_permitted, "sticky directory: only its owner sets user xattrs");
+            return need(a, cred, write ? kMayWrite : kMayRead);
+        case XattrNs::trusted:
+            if (root) return Status::OK();
+            return write ? fail(Code::not_permitted, "trusted xattrs need root")
+                         : fail(Code::no_data, "no such attribute");
+        case XattrNs::security:
+            if (write && !root) return fail(Code::not_permitted, "security xattrs need root");
+            return Status::OK();
+        case XattrNs::system:
+            return write ? fail(Code::unsupported, "system xattrs (ACLs) are not supported")
+                         : fail(Code::no_data, "no such attribute");
+        case XattrNs::unknown: break;
+        }
+        return fail(Code::unsupported, "unknown xattr namespace");
+    }
+
+    Result<std::optional<std::string>> find_xattr(uint64_t ino, const std::string& name) {
+        auto st = query("SELECT value FROM xattrs WHERE ino = ? AND name = ?", ino, name);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row) return std::optional<std::string>();
+        return std::optional<std::string>(st->bytes(0));
+    }
+
+    Status do_setxattr(const Cred& cred, uint64_t ino, const std::string& name,
+                       const std::string& value, int flags) {
+        if ((flags & ~(kXattrCreate | kXattrReplace)) != 0)
+            return fail(Code::invalid, "bad flags " + std::to_string(flags));
+        if (value.size() > kMaxXattrValueLen) return fail(Code::too_large, "value larger than 64 KiB");
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        JOBFS_RETURN_IF_ERROR(xattr_access(cred, *a, name, true));
+        auto old = find_xattr(ino, name);
+        if (!old.ok()) return old.status();
+        if ((flags & kXattrCreate) && old->has_value()) return fail(Code::exists, "attribute exists");
+        if ((flags & kXattrReplace) && !old->has_value()) return fail(Code::no_data, "no such attribute");
+        JOBFS_RETURN_IF_ERROR(run("INSERT OR REPLACE INTO xattrs(ino, name, value) VALUES(?, ?, ?)",
+                                  ino, name, value));
+        a->ctime_ns = now_ns();
+        return store_inode(*a);
+    }
+
+    Result<std::string> do_getxattr(const Cred& cred, uint64_t ino, const std::string& name) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        JOBFS_RETURN_IF_ERROR(xattr_access(cred, *a, name, false));
+        auto v = find_xattr(ino, name);
+        if (!v.ok()) return v.status();
+        if (!v->has_value()) return fail(Code::no_data, "no such attribute");
+        return std::move(**v);
+    }
+
+    Result<std::vector<std::string>> do_listxattr(const Cred& cred, uint64_t ino) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        auto st = query("SELECT name FROM xattrs WHERE ino = ? ORDER BY name", ino);
+        if (!st.ok()) return st.status();
+        std::vector<std::string> names;
+        for (;;) {
+            auto row = st->step();
+            if (!row.ok()) return row.status();
+            if (!*row) break;
+            std::string name = st->bytes(0);
+            // trusted.* is invisible to everyone but root, as on Linux.
+            if (cred.uid != 0 && xattr_ns(name) == XattrNs::trusted) continue;
+            names.push_back(std::move(name));
+        }
+        return names;
+    }
+
+    Status do_removexattr(const Cred& cred, uint64_t ino, const std::string& name) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        JOBFS_RETURN_IF_ERROR(xattr_access(cred, *a, name, true));
+        auto old = find_xattr(ino, name);
+        if (!old.ok()) return old.status();
+        if (!old->has_value()) return fail(Code::no_data, "no such attribute");
+        JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ? AND name = ?", ino, name));
+        a->ctime_ns = now_ns();
+        return store_inode(*a);
+    }
+
+    // ---- primitives -----------------------------------------------------------------------
+    Status do_insert_dentry(uint64_t parent, const std::string& name, uint64_t ino, FileType type) {
+        JOBFS_RETURN_IF_ERROR(check_name(name));
+        if (ino == 0 || !valid_type(int64_t(type))) return fail(Code::invalid, "bad inode or type");
+        auto dir = load_dir(parent);
+        if (!dir.ok()) return dir.status();
+        auto existing = find_dentry(parent, name);
+        if (!existing.ok()) return existing.status();
+        if (existing->has_value()) return fail(Code::exists, "exists");
+        JOBFS_RETURN_IF_ERROR(put_dentry(parent, name, ino, type));
+        return touch_dir(*dir, type == FileType::directory ? 1 : 0, now_ns());
+    }
+
+    Result<DirEntry> do_remove_dentry(uint64_t parent, const std::string& name) {
+        JOBFS_RETURN_IF_ERROR(check_name(name));
+        auto dir = load_dir(parent);
+        if (!dir.ok()) return dir.status();
+        auto e = get_dentry(parent, name);
+        if (!e.ok()) return e;
+        JOBFS_RETURN_IF_ERROR(erase_dentry(parent, name));
+        JOBFS_RETURN_IF_ERROR(touch_dir(*dir, e->type == FileType::directory ? -1 : 0, now_ns()));
+        return e;
+    }
+
+    Result<Attr> do_create_inode(const Attr& tmpl) {
+        if (!valid_type(int64_t(tmpl.type))) return fail(Code::invalid, "bad type");
+        if (tmpl.nlink == 0) return fail(Code::invalid, "nlink 0");
+        if (tmpl.type == FileType::symlink &&
+            (tmpl.target.empty() || tmpl.target.size() > kMaxSymlinkLen))
+            return fail(Code::invalid, "bad symlink target");
+        JOBFS_RETURN_IF_ERROR(check_layout(Layout{tmpl.chunk_size, tmpl.stripe_count}));
+        Attr a;
+        a.type = tmpl.type;
+        a.mode = type_bits(tmpl.type) | (tmpl.mode & 07777);
+        a.uid = tmpl.uid;
+        a.gid = tmpl.gid;
+        a.nlink = tmpl.nlink;
+        a.rdev = tmpl.rdev;
+        a.target = tmpl.type == FileType::symlink ? tmpl.target : std::string();
+        a.size = a.target.size();
+        a.chunk_size = tmpl.chunk_size;
+        if (a.type == FileType::regular && a.chunk_size == 0) a.chunk_size = kDefaultChunkSize;
+        a.stripe_count = tmpl.stripe_count;
+        a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
+        a.generation = 1;
+        JOBFS_RETURN_IF_ERROR(add_inode(a));
+        return a;
+    }
+
+    Result<UnlinkResult> do_adjust_nlink(uint64_t ino, int delta) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        int64_t n = int64_t(a->nlink) + delta;
+        if (n < 0) return fail(Code::invalid, "nlink would go below 0");
+        if (n > int64_t(UINT32_MAX)) return fail(Code::too_large, "too many links");
+        if (n == 0 && a->type == FileType::directory) {
+            auto full = has_entries(ino);
+            if (!full.ok()) return full.status();
+            if (*full) return fail(Code::not_empty, "directory not empty");
+        }
+        UnlinkResult out;
+        a->nlink = uint32_t(n);
+        a->ctime_ns = now_ns();
+        out.last_link = n == 0;
+        if (out.last_link) {
+            JOBFS_RETURN_IF_ERROR(erase_inode(ino));
+        } else {
+            JOBFS_RETURN_IF_ERROR(store_inode(*a));
+        }
+        out.attr = std::move(*a);
+        return out;
+    }
+
+    Status do_delete_inode(uint64_t ino) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        if (a->type == FileType::directory) {
+            auto full = has_entries(ino);
+            if (!full.ok()) return full.status();
+            if (*full) return fail(Code::not_empty, "directory not empty");
+        }
+        return erase_inode(ino);
+    }
+
+    Result<uint64_t> count(const char* sql) {
+        auto st = query(sql);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        return st->u64(0);
+    }
+
+    // ---- opening --------------------------------------------------------------------------
+    Status configure() {
+        sqlite3_busy_timeout(db, kBusyTimeoutMs);
+        // journal_mode answers with the mode it got; anything but wal means no WAL here.
+        auto st = query("PRAGMA journal_mode = WAL");
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row || st->bytes(0) != "wal") return fail(Code::io, "cannot enable WAL journal mode");
+        return exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;");
+    }
+
+    Status init_schema() {
+        JOBFS_RETURN_IF_ERROR(exec(kSchema));
+        auto st = query("SELECT value FROM meta WHERE key = 'shard_id'");
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (*row) return check_existing(st->i64(0));
+        return init_new();
+    }
+
+    Status check_existing(int64_t stored_shard) {
+        if (stored_shard != int64_t(shard_id))
+            return fail(Code::invalid, "database belongs to shard " + std::to_string(stored_shard));
+        auto version = meta_value("schema_version");
+        if (!version.ok()) return version.status();
+        if (*version != kSchemaVersion)
+            return fail(Code::unsupported, "schema version " + std::to_string(*version) +
+                                               ", this build reads " + std::to_string(kSchemaVersion));
+        return meta_value("next_seq").status();
+    }
+
+    Status init_new() {
+        const char* put = "INSERT INTO meta(key, value) VALUES(?, ?)";
+        JOBFS_RETURN_IF_ERROR(run(put, Text{"shard_id"}, shard_id));
+        JOBFS_RETURN_IF_ERROR(run(put, Text{"schema_version"}, kSchemaVersion));
+        JOBFS_RETURN_IF_ERROR(run(put, Text{"next_seq"}, kFirstSeq));
+        if (shard_id != 0) return Status::OK();
+        Attr root;
+        root.ino = kRootIno;
+        root.type = FileType::directory;
+        root.mode = S_IFDIR | 0755;
+        root.nlink = 2;
+        root.atime_ns = root.mtime_ns = root.ctime_ns = now_ns();
+        root.generation = 1;
+        return insert_inode(root);
+    }
+};
+
+// ------------------------------------------------------------------------------------------
+MetaShard::MetaShard(uint32_t shard_id, std::unique_ptr<Impl> impl)
+    : shard_id_(shard_id), impl_(std::move(impl)) {}
+
+MetaShard::~MetaShard() = default;
+
+Result<std::unique_ptr<MetaShard>> MetaShard::open(const std::string& path, uint32_t shard_id) {
+    auto impl = std::make_unique<Impl>();
+    impl->shard_id = shard_id;
+    impl->op = "open meta shard " + std::to_string(shard_id) + " at " + path;
+    if (shard_id > kMaxShardId)
+        return impl->fail(Code::invalid, "shard id above " + std::to_string(kMaxShardId));
+    // Our own mutex serialises use of the connection, so SQLite's is not needed.
+    int rc = sqlite3_open_v2(path.c_str(), &impl->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    if (rc != SQLITE_OK) {
+        std::string msg = impl->db ? sqlite3_errmsg(impl->db) : sqlite3_errstr(rc);
+        return impl->fail(code_of_sqlite(rc), "sqlite: " + msg);
+    }
+    sqlite3_extended_result_codes(impl->db, 1);
+    Status s = impl->configure();
+    if (s.ok()) s = impl->transact([&] { return impl->init_schema(); });
+    if (!s.ok()) return impl->with_op(s);
+    return std::unique_ptr<MetaShard>(new MetaShard(shard_id, std::move(impl)));
+}
+
+// Every public method: lock, name the operation for error messages, run the body.
+#define JOBFS_META_OP(description)                \
+    std::lock_guard<std::mutex> lock_(impl_->mu); \
+    impl_->op = (description)
+
+namespace {
+std::string in(const std::string& name, uint64_t dir) { return quoted(name) + " in " + ino_str(dir); }
+} // namespace
+
+Result<Attr> MetaShard::getattr(uint64_t ino) {
+    JOBFS_META_OP("getattr " + ino_str(ino));
+    auto a = impl_->load_inode(ino);
+    if (!a.ok()) return impl_->with_op(a.status());
+    return a;
+}
+
+Result<Attr> MetaShard::lookup(const Cred& cred, uint64_t parent, const std::string& name) {
+    JOBFS_META_OP("lookup " + in(name, parent));
+    auto dir = impl_->dir_for_name(cred, parent, name);
+    if (!dir.ok()) return impl_->with_op(dir.status());
+    auto e = impl_->get_dentry(parent, name);
+    if (!e.ok()) return impl_->with_op(e.status());
+    auto a = impl_->load_local(*e);
+    if (!a.ok()) return impl_->with_op(a.status());
+    return a;
+}
+
+Result<DirEntry> MetaShard::lookup_dentry(const Cred& cred, uint64_t parent, const std::string& name) {
+    JOBFS_META_OP("lookup " + in(name, parent));
+    auto dir = impl_->dir_for_name(cred, parent, name);
+    if (!dir.ok()) return impl_->with_op(dir.status());
+    auto e = impl_->get_dentry(parent, name);
+    if (!e.ok()) return impl_->with_op(e.status());
+    return e;
+}
+
+Result<Attr> MetaShard::create(const Cred& cred, uint64_t parent, const std::string& name,
+                               uint32_t mode, bool exclusive, Layout layout) {
+    JOBFS_META_OP("create " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_create(cred, parent, name, mode, exclusive, layout); });
+}
+
+Result<Attr> MetaShard::mkdir(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode) {
+    JOBFS_META_OP("mkdir " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_mkdir(cred, parent, name, mode); });
+}
+
+Result<Attr> MetaShard::symlink(const Cred& cred, uint64_t parent, const std::string& name,
+                                const std::string& target) {
+    JOBFS_META_OP("symlink " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_symlink(cred, parent, name, target); });
+}
+
+Result<std::string> MetaShard::readlink(uint64_t ino) {
+    JOBFS_META_OP("readlink " + ino_str(ino));
+    auto a = impl_->load_inode(ino);
+    if (!a.ok()) return impl_->with_op(a.status());
+    if (a->type != FileType::symlink) return impl_->fail(Code::invalid, "not a symlink");
+    return std::move(a->target);
+}
+
+Result<Attr> MetaShard::link(const Cred& cred, uint64_t ino, uint64_t new_parent, const std::string& name) {
+    JOBFS_META_OP("link " + ino_str(ino) + " as " + in(name, new_parent));
+    return impl_->transact([&] { return impl_->do_link(cred, ino, new_parent, name); });
+}
+
+Result<UnlinkResult> MetaShard::unlink(const Cred& cred, uint64_t parent, const std::string& name) {
+    JOBFS_META_OP("unlink " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_unlink(cred, parent, name); });
+}
+
+Status MetaShard::rmdir(const Cred& cred, uint64_t parent, const std::string& name) {
+    JOBFS_META_OP("rmdir " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_rmdir(cred, parent, name); });
+}
+
+Result<RenameResult> MetaShard::rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
+                                       uint64_t new_parent, const std::string& new_name, uint32_t flags) {
+    JOBFS_META_OP("rename " + in(old_name, old_parent) + " to " + in(new_name, new_parent));
+    return impl_->transact(
+        [&] { return impl_->do_rename(cred, old_parent, old_name, new_parent, new_name, flags); });
+}
+
+Result<ReadDirResult> MetaShard::readdir(const Cred& cred, uint64_t ino, const std::string& after_name,
+                                         uint32_t max_entries) {
+    JOBFS_META_OP("readdir " + ino_str(ino) + " after " + quoted(after_name));
+    auto r = impl_->do_readdir(cred, ino, after_name, max_entries);
+    if (!r.ok()) return impl_->with_op(r.status());
+    return r;
+}
+
+Result<Attr> MetaShard::setattr(const Cred& cred, uint64_t ino, const SetAttr& set) {
+    JOBFS_META_OP("setattr " + ino_str(ino));
+    return impl_->transact([&] { return impl_->do_setattr(cred, ino, set); });
+}
+
+Result<Attr> MetaShard::set_layout(const Cred& cred, uint64_t ino, Layout layout) {
+    JOBFS_META_OP("set layout of " + ino_str(ino));
+    return impl_->transact([&] { return impl_->do_set_layout(cred, ino, layout); });
+}
+
+Result<Attr> MetaShard::extend_size(uint64_t ino, uint64_t size) {
+    JOBFS_META_OP("extend size of " + ino_str(ino) + " to " + std::to_string(size));
+    return impl_->transact([&] { return impl_->do_extend_size(ino, size); });
+}
+
+Status MetaShard::setxattr(const Cred& cred, uint64_t ino, const std::string& name,
+                           const std::string& value, int flags) {
+    JOBFS_META_OP("setxattr " + quoted(name) + " on " + ino_str(ino));
+    return impl_->transact([&] { return impl_->do_setxattr(cred, ino, name, value, flags); });
+}
+
+Result<std::string> MetaShard::getxattr(const Cred& cred, uint64_t ino, const std::string& name) {
+    JOBFS_META_OP("getxattr " + quoted(name) + " on " + ino_str(ino));
+    auto r = impl_->do_getxattr(cred, ino, name);
+    if (!r.ok()) return impl_->with_op(r.status());
+    return r;
+}
+
+Result<std::vector<std::string>> MetaShard::listxattr(const Cred& cred, uint64_t ino) {
+    JOBFS_META_OP("listxattr on " + ino_str(ino));
+    auto r = impl_->do_listxattr(cred, ino);
+    if (!r.ok()) return impl_->with_op(r.status());
+    return r;
+}
+
+Status MetaShard::removexattr(const Cred& cred, uint64_t ino, const std::string& name) {
+    JOBFS_META_OP("removexattr " + quoted(name) + " on " + ino_str(ino));
+    return impl_->transact([&] { return impl_->do_removexattr(cred, ino, name); });
+}
+
+Status MetaShard::insert_dentry(uint64_t parent, const std::string& name, uint64_t ino, FileType type) {
+    JOBFS_META_OP("insert dentry " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_insert_dentry(parent, name, ino, type); });
+}
+
+Result<DirEntry> MetaShard::remove_dentry(uint64_t parent, const std::string& name) {
+    JOBFS_META_OP("remove dentry " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_remove_dentry(parent, name); });
+}
+
+Result<Attr> MetaShard::create_inode(const Attr& tmpl) {
+    JOBFS_META_OP("create inode on shard " + std::to_string(shard_id_));
+    return impl_->transact([&] { return impl_->do_create_inode(tmpl); });
+}
+
+Result<UnlinkResult> MetaShard::adjust_nlink(uint64_t ino, int delta) {
+    JOBFS_META_OP("adjust nlink of " + ino_str(ino) + " by " + std::to_string(delta));
+    return impl_->transact([&] { return impl_->do_adjust_nlink(ino, delta); });
+}
+
+Status MetaShard::delete_inode(uint64_t ino) {
+    JOBFS_META_OP("delete inode " + ino_str(ino));
+    return impl_->transact([&] { return impl_->do_delete_inode(ino); });
+}
+
+Result<Counts> MetaShard::counts() {
+    JOBFS_META_OP("counts of shard " + std::to_string(shard_id_));
+    auto inodes = impl_->count("SELECT count(*) FROM inodes");
+    if (!inodes.ok()) return impl_->with_op(inodes.status());
+    auto dentries = impl_->count("SELECT count(*) FROM dentries");
+    if (!dentries.ok()) return impl_->with_op(dentries.status());
+    return Counts{*inodes, *dentries};
+}
+
+} // namespace jobfs::server

@@ -1,0 +1,231 @@
+// meta_shard.h: one shard of the jobfs namespace, kept in one SQLite database.
+//
+// Each daemon owns one shard. A higher layer routes requests and coordinates operations that
+// span shards; this class offers both whole single-shard operations (mkdir, unlink, rename…,
+// each one transaction with POSIX checks and errors) and the primitive steps a cross-shard
+// coordinator needs (insert_dentry, create_inode, adjust_nlink…).
+//
+// Placement rule assumed here: a directory's entries live on the shard of the directory's
+// inode (shard_of(dir)), and every inode created by a whole operation lives with its entry.
+// A dentry may still name an inode on another shard (a directory placed elsewhere, a hard link
+// across shards). A whole operation that needs the attributes of such an inode (lookup,
+// unlink, rmdir, rename of or onto it, link to it) fails with Code::cross_device and leaves
+// the work to the coordinator, which uses lookup_dentry and the primitives.
+//
+// Lock rule: one mutex per MetaShard guards the SQLite connection, its cached statements and
+// the operation context used in error messages. Every public method holds it for its whole
+// run (one transaction for anything that writes), so any thread may call any method. No method
+// calls back into user code or into another public method while holding it.
+//
+// Durability: WAL with synchronous=NORMAL. A committed operation survives a crash of the
+// process; a power loss may lose the last commits but never corrupts the database.
+//
+// Times are nanoseconds since the epoch (CLOCK_REALTIME). Reads (lookup, readdir, getxattr) do
+// not update atime (as with noatime); a client sets it through setattr when it wants to.
+// readdir does not return "." and "..": the caller synthesises them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "result.h"
+#include "status.h"
+
+namespace jobfs::server {
+
+// Inode numbers carry their shard: ino = shard_id << 48 | seq. seq starts at 2 on every shard
+// and is never reused; inode 1 is the root directory, on shard 0.
+constexpr unsigned kShardShift = 48;
+constexpr uint64_t kSeqMask = (uint64_t(1) << kShardShift) - 1;
+constexpr uint64_t kRootIno = 1;
+constexpr uint64_t kFirstSeq = 2;
+constexpr uint32_t kMaxShardId = 0x7fff;  // keeps every ino a positive SQLite integer
+
+inline uint32_t shard_of(uint64_t ino) { return static_cast<uint32_t>(ino >> kShardShift); }
+inline uint64_t make_ino(uint32_t shard_id, uint64_t seq) {
+    return (uint64_t(shard_id) << kShardShift) | (seq & kSeqMask);
+}
+
+// Limits, as Linux has them.
+constexpr size_t kMaxNameLen = 255;          // one path component (NAME_MAX)
+constexpr size_t kMaxSymlinkLen = 4095;      // PATH_MAX - 1
+constexpr size_t kMaxXattrNameLen = 255;     // XATTR_NAME_MAX
+constexpr size_t kMaxXattrValueLen = 65536;  // XATTR_SIZE_MAX
+constexpr uint32_t kMaxLinks = 65000;        // hard links per inode (as ext4)
+
+// Striping defaults and bounds. stripe_count 0 means "all daemons".
+constexpr uint32_t kDefaultChunkSize = 4u << 20;
+constexpr uint32_t kMinChunkSize = 4096;
+constexpr uint32_t kMaxChunkSize = 1u << 30;
+
+// rename flags (values of <linux/fs.h>) and setxattr flags (values of <sys/xattr.h>).
+constexpr uint32_t kRenameNoReplace = 1;
+constexpr uint32_t kRenameExchange = 2;
+constexpr int kXattrCreate = 1;
+constexpr int kXattrReplace = 2;
+
+// Access masks for may_access (the bits of R_OK, W_OK, X_OK).
+constexpr int kMayRead = 4;
+constexpr int kMayWrite = 2;
+constexpr int kMayExec = 1;
+
+enum class FileType : uint8_t { regular = 1, directory = 2, symlink = 3 };
+
+// Who asks. uid 0 passes every permission check, as root does. A Cred nobody filled in is
+// "nobody" (65534), never root.
+struct Cred {
+    uint32_t uid = 65534;
+    uint32_t gid = 65534;
+    std::vector<uint32_t> groups;  // supplementary groups
+    bool in_group(uint32_t g) const;
+};
+
+// Striping of a file, or the default for new files of a directory. 0 = inherit / default.
+struct Layout {
+    uint32_t chunk_size = 0;
+    uint32_t stripe_count = 0;
+};
+
+struct Attr {
+    uint64_t ino = 0;
+    FileType type = FileType::regular;
+    uint32_t mode = 0;  // as st_mode: type bits | permission bits (07777)
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    uint64_t size = 0;  // regular file: recorded length; symlink: length of target
+    uint32_t nlink = 0;
+    int64_t atime_ns = 0;
+    int64_t mtime_ns = 0;
+    int64_t ctime_ns = 0;
+    uint64_t rdev = 0;
+    std::string target;  // symlink target
+    uint32_t chunk_size = 0;    // file: its layout; directory: default for new children (0: none)
+    uint32_t stripe_count = 0;
+    uint64_t generation = 0;    // 1: inode numbers are never reused within a file system
+};
+
+struct DirEntry {
+    std::string name;
+    uint64_t ino = 0;
+    FileType type = FileType::regular;
+};
+
+struct ReadDirResult {
+    std::vector<DirEntry> entries;  // sorted by name (bytewise)
+    bool more = false;              // entries after the last one exist
+};
+
+// What an unlink-like step did to the inode. attr is the state after the change (nlink
+// already decremented); when last_link is set the inode row and its xattrs are gone and the
+// caller deletes the file's data chunks.
+struct UnlinkResult {
+    Attr attr;
+    bool last_link = false;
+};
+
+struct RenameResult {
+    std::optional<UnlinkResult> replaced;  // the inode a rename overwrote, if any
+};
+
+// setattr: each field present is changed. *_now set the time to the server's clock.
+struct SetAttr {
+    std::optional<uint32_t> mode;  // permission bits (07777); the type cannot change
+    std::optional<uint32_t> uid;
+    std::optional<uint32_t> gid;
+    std::optional<uint64_t> size;  // only the recorded size; the data is the caller's
+    std::optional<int64_t> atime_ns;
+    std::optional<int64_t> mtime_ns;
+    bool atime_now = false;
+    bool mtime_now = false;
+};
+
+struct Counts {
+    uint64_t inodes = 0;
+    uint64_t dentries = 0;
+};
+
+// POSIX permission check of mask (kMayRead | kMayWrite | kMayExec) on attr for cred.
+bool may_access(const Attr& attr, const Cred& cred, int mask);
+
+class MetaShard {
+public:
+    // Opens or creates the shard database at path. A new shard 0 gets the root directory.
+    // Reopening an existing file serves the same data; a file of another shard is refused.
+    static Result<std::unique_ptr<MetaShard>> open(const std::string& path, uint32_t shard_id);
+    ~MetaShard();
+    MetaShard(const MetaShard&) = delete;
+    MetaShard& operator=(const MetaShard&) = delete;
+
+    uint32_t shard_id() const { return shard_id_; }
+
+    // ---- whole single-shard operations --------------------------------------------------
+    Result<Attr> getattr(uint64_t ino);
+    Result<Attr> lookup(const Cred& cred, uint64_t parent, const std::string& name);
+    // Regular file. If the name exists: exclusive → exists; otherwise the existing file's
+    // attributes (a directory → is_dir). Layout fields of 0 come from the parent directory's,
+    // then from the defaults (4 MiB chunks, all daemons).
+    Result<Attr> create(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode,
+                        bool exclusive, Layout layout = {});
+    // New directories inherit the parent's default layout (and its setgid bit).
+    Result<Attr> mkdir(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode);
+    Result<Attr> symlink(const Cred& cred, uint64_t parent, const std::string& name,
+                         const std::string& target);
+    Result<std::string> readlink(uint64_t ino);
+    Result<Attr> link(const Cred& cred, uint64_t ino, uint64_t new_parent,
+                      const std::string& name);
+    Result<UnlinkResult> unlink(const Cred& cred, uint64_t parent, const std::string& name);
+    Status rmdir(const Cred& cred, uint64_t parent, const std::string& name);
+    Result<RenameResult> rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
+                                uint64_t new_parent, const std::string& new_name,
+                                uint32_t flags = 0);
+    // Entries of directory ino with names strictly after after_name ("" = from the start),
+    // at most max_entries of them (1 or more).
+    Result<ReadDirResult> readdir(const Cred& cred, uint64_t ino, const std::string& after_name,
+                                  uint32_t max_entries);
+    Result<Attr> setattr(const Cred& cred, uint64_t ino, const SetAttr& set);
+    // Sets a file's layout (only while it is empty: busy otherwise) or a directory's default
+    // for new children. Owner or root.
+    Result<Attr> set_layout(const Cred& cred, uint64_t ino, Layout layout);
+    // size = max(size, current), mtime = ctime = now. No permission check: writers that
+    // already hold the file open report what they wrote (at close, fsync, sync).
+    Result<Attr> extend_size(uint64_t ino, uint64_t size);
+
+    // Extended attributes: user.* (read/write permission of the inode; regular files and
+    // directories only), trusted.* and security.* (writable by root only; trusted.* hidden
+    // from others). system.* (ACLs) is not supported.
+    Status setxattr(const Cred& cred, uint64_t ino, const std::string& name,
+                    const std::string& value, int flags);
+    Result<std::string> getxattr(const Cred& cred, uint64_t ino, const std::string& name);
+    Result<std::vector<std::string>> listxattr(const Cred& cred, uint64_t ino);
+    Status removexattr(const Cred& cred, uint64_t ino, const std::string& name);
+
+    // ---- primitives for cross-shard operations (no permission checks) --------------------
+    // The dentry of name in parent, after the search-permission check lookup does; the inode
+    // may live on another shard.
+    Result<DirEntry> lookup_dentry(const Cred& cred, uint64_t parent, const std::string& name);
+    // Adds a name (exists if taken). parent's mtime/ctime are updated and, for a directory
+    // entry, parent's nlink goes up by one; remove_dentry undoes both and returns the entry.
+    Status insert_dentry(uint64_t parent, const std::string& name, uint64_t ino, FileType type);
+    Result<DirEntry> remove_dentry(uint64_t parent, const std::string& name);
+    // A new inode on this shard from tmpl's type, mode, uid, gid, nlink (>= 1), rdev, target
+    // and layout fields; times are now and size is the target's length for a symlink, else 0.
+    Result<Attr> create_inode(const Attr& tmpl);
+    // nlink += delta; at 0 the inode and its xattrs are deleted (last_link). A directory with
+    // entries cannot be deleted (not_empty).
+    Result<UnlinkResult> adjust_nlink(uint64_t ino, int delta);
+    Status delete_inode(uint64_t ino);
+
+    Result<Counts> counts();
+
+private:
+    struct Impl;
+    MetaShard(uint32_t shard_id, std::unique_ptr<Impl> impl);
+
+    uint32_t shard_id_;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace jobfs::server

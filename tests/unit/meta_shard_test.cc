@@ -1,0 +1,1037 @@
+// meta_shard_test: one metadata shard on real SQLite files; every operation, its POSIX errors,
+// permissions, persistence and atomicity, read back through the API.
+#include <gtest/gtest.h>
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "server/meta_shard.h"
+
+namespace jobfs::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+const Cred kRoot{0, 0, {}};
+const Cred kAlice{1000, 1000, {2000}};
+const Cred kBob{1001, 1001, {}};
+
+template <class T>
+Code code(const Result<T>& r) { return r.status().code(); }
+Code code(const Status& s) { return s.code(); }
+
+// A SetAttr with the fields fill sets (designated initializers would warn about the rest).
+template <class F>
+SetAttr with(F fill) {
+    SetAttr s;
+    fill(s);
+    return s;
+}
+
+class MetaShardTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string tmpl = (fs::temp_directory_path() / "meta_shard_test.XXXXXX").string();
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        dir_ = tmpl;
+        reopen();
+    }
+    void TearDown() override {
+        shard_.reset();
+        fs::remove_all(dir_);
+    }
+
+    std::string db_path(uint32_t id = 0) const { return (dir_ / ("meta" + std::to_string(id) + ".db")).string(); }
+
+    void reopen() {
+        shard_.reset();
+        auto s = MetaShard::open(db_path(), 0);
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        shard_ = std::move(*s);
+    }
+
+    MetaShard& m() { return *shard_; }
+
+    uint64_t mkdir(uint64_t parent, const std::string& name, uint32_t mode = 0755, const Cred& c = kRoot) {
+        auto a = m().mkdir(c, parent, name, mode);
+        EXPECT_TRUE(a.ok()) << a.status().to_string();
+        return a.ok() ? a->ino : 0;
+    }
+    uint64_t create(uint64_t parent, const std::string& name, uint32_t mode = 0644, const Cred& c = kRoot) {
+        auto a = m().create(c, parent, name, mode, true);
+        EXPECT_TRUE(a.ok()) << a.status().to_string();
+        return a.ok() ? a->ino : 0;
+    }
+    Attr attr(uint64_t ino) {
+        auto a = m().getattr(ino);
+        EXPECT_TRUE(a.ok()) << a.status().to_string();
+        return a.ok() ? *a : Attr{};
+    }
+    std::vector<std::string> names(uint64_t dir) {
+        auto r = m().readdir(kRoot, dir, "", 100000);
+        EXPECT_TRUE(r.ok()) << r.status().to_string();
+        std::vector<std::string> out;
+        if (r.ok())
+            for (auto& e : r->entries) out.push_back(e.name);
+        return out;
+    }
+
+    // The whole tree below ino, every attribute of every inode: equal snapshots mean nothing
+    // changed, not even a time stamp.
+    std::string snapshot(uint64_t ino = kRootIno, const std::string& path = "") {
+        Attr a = attr(ino);
+        char line[512];
+        snprintf(line, sizeof line, "%s ino=%llu mode=%o uid=%u gid=%u size=%llu nlink=%u a=%lld m=%lld c=%lld cs=%u sc=%u t=%s\n",
+                 path.c_str(), (unsigned long long)a.ino, a.mode, a.uid, a.gid,
+                 (unsigned long long)a.size, a.nlink, (long long)a.atime_ns, (long long)a.mtime_ns,
+                 (long long)a.ctime_ns, a.chunk_size, a.stripe_count, a.target.c_str());
+        std::string out = line;
+        auto x = m().listxattr(kRoot, ino);
+        if (x.ok())
+            for (auto& n : *x) out += "  xattr " + n + "=" + *m().getxattr(kRoot, ino, n) + "\n";
+        if (a.type == FileType::directory) {
+            auto r = m().readdir(kRoot, ino, "", 100000);
+            EXPECT_TRUE(r.ok());
+            for (auto& e : r->entries) out += snapshot(e.ino, path + "/" + e.name);
+        }
+        return out;
+    }
+
+    fs::path dir_;
+    std::unique_ptr<MetaShard> shard_;
+};
+
+// ---- opening -------------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, NewShardZeroHasRoot) {
+    Attr root = attr(kRootIno);
+    EXPECT_EQ(root.type, FileType::directory);
+    EXPECT_EQ(root.mode, uint32_t(S_IFDIR | 0755));
+    EXPECT_EQ(root.uid, 0u);
+    EXPECT_EQ(root.gid, 0u);
+    EXPECT_EQ(root.nlink, 2u);
+    EXPECT_GT(root.mtime_ns, 0);
+    auto c = m().counts();
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->inodes, 1u);
+    EXPECT_EQ(c->dentries, 0u);
+    EXPECT_TRUE(names(kRootIno).empty());
+}
+
+TEST_F(MetaShardTest, OtherShardsHaveNoRootAndNumberInodesByShard) {
+    EXPECT_EQ(shard_of(kRootIno), 0u);
+    EXPECT_EQ(shard_of(make_ino(3, 7)), 3u);
+    auto s3 = MetaShard::open(db_path(3), 3);
+    ASSERT_TRUE(s3.ok()) << s3.status().to_string();
+    EXPECT_EQ(code((*s3)->getattr(kRootIno)), Code::not_found);
+    Attr t;
+    t.type = FileType::directory;
+    t.mode = 0755;
+    t.nlink = 2;
+    auto a = (*s3)->create_inode(t);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ(a->ino, make_ino(3, kFirstSeq));
+    EXPECT_EQ(shard_of(a->ino), 3u);
+    // Shard 0's first new inode is seq 2 as well, in its own number range.
+    EXPECT_EQ(create(kRootIno, "f"), make_ino(0, kFirstSeq));
+}
+
+TEST_F(MetaShardTest, OpenRefusesWrongShardBadIdAndBadPath) {
+    shard_.reset();
+    auto wrong = MetaShard::open(db_path(), 1);
+    EXPECT_EQ(code(wrong), Code::invalid);
+    EXPECT_NE(wrong.status().message().find("belongs to shard 0"), std::string::npos)
+        << wrong.status().message();
+    EXPECT_EQ(code(MetaShard::open(db_path(9), kMaxShardId + 1)), Code::invalid);
+    EXPECT_EQ(code(MetaShard::open((dir_ / "missing" / "x.db").string(), 0)), Code::io);
+    // A file that is not a database.
+    std::string junk = (dir_ / "junk.db").string();
+    FILE* f = fopen(junk.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("this is not an SQLite database, not at all, and it is long enough to be checked\n", f);
+    fclose(f);
+    EXPECT_EQ(code(MetaShard::open(junk, 0)), Code::io);
+}
+
+// ---- create, mkdir, lookup, getattr ---------------------------------------------------------
+
+TEST_F(MetaShardTest, MkdirCreateLookupGetattr) {
+    auto d = m().mkdir(kRoot, kRootIno, "dir", 0750);
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_EQ(d->type, FileType::directory);
+    EXPECT_EQ(d->mode, uint32_t(S_IFDIR | 0750));
+    EXPECT_EQ(d->nlink, 2u);
+    EXPECT_EQ(attr(kRootIno).nlink, 3u);  // the subdirectory's ".."
+
+    auto f = m().create(kRoot, d->ino, "file", 0640, true);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(f->type, FileType::regular);
+    EXPECT_EQ(f->mode, uint32_t(S_IFREG | 0640));
+    EXPECT_EQ(f->nlink, 1u);
+    EXPECT_EQ(f->size, 0u);
+    EXPECT_EQ(f->chunk_size, kDefaultChunkSize);
+    EXPECT_EQ(f->stripe_count, 0u);
+    EXPECT_EQ(f->generation, 1u);
+    EXPECT_EQ(attr(d->ino).nlink, 2u);  // files do not add links to the directory
+
+    auto l = m().lookup(kRoot, d->ino, "file");
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    EXPECT_EQ(l->ino, f->ino);
+    EXPECT_EQ(l->mode, f->mode);
+    auto g = m().getattr(f->ino);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->ctime_ns, f->ctime_ns);
+    EXPECT_EQ(names(d->ino), std::vector<std::string>{"file"});
+    EXPECT_GE(attr(d->ino).mtime_ns, f->ctime_ns);
+}
+
+TEST_F(MetaShardTest, CreateExistingExclusiveOrNot) {
+    uint64_t f = create(kRootIno, "f");
+    auto again = m().create(kRoot, kRootIno, "f", 0600, true);
+    EXPECT_EQ(code(again), Code::exists);
+    EXPECT_EQ(again.status().message(), "create 'f' in 1: exists");
+    auto open = m().create(kRoot, kRootIno, "f", 0600, false);
+    ASSERT_TRUE(open.ok());
+    EXPECT_EQ(open->ino, f);
+    EXPECT_EQ(open->mode, uint32_t(S_IFREG | 0644));  // the existing file, unchanged
+    mkdir(kRootIno, "d");
+    EXPECT_EQ(code(m().create(kRoot, kRootIno, "d", 0600, false)), Code::is_dir);
+    EXPECT_EQ(code(m().create(kRoot, kRootIno, "d", 0600, true)), Code::exists);
+    EXPECT_EQ(code(m().mkdir(kRoot, kRootIno, "f", 0755)), Code::exists);
+    EXPECT_EQ(code(m().mkdir(kRoot, kRootIno, "d", 0755)), Code::exists);
+    EXPECT_EQ(code(m().symlink(kRoot, kRootIno, "d", "x")), Code::exists);
+}
+
+TEST_F(MetaShardTest, MissingParentsAndWrongTypes) {
+    uint64_t f = create(kRootIno, "f");
+    EXPECT_EQ(code(m().lookup(kRoot, kRootIno, "nope")), Code::not_found);
+    EXPECT_EQ(code(m().lookup(kRoot, f, "x")), Code::not_dir);
+    EXPECT_EQ(code(m().create(kRoot, 12345, "x", 0644, true)), Code::not_found);
+    EXPECT_EQ(code(m().create(kRoot, f, "x", 0644, true)), Code::not_dir);
+    EXPECT_EQ(code(m().mkdir(kRoot, f, "x", 0755)), Code::not_dir);
+    EXPECT_EQ(code(m().getattr(12345)), Code::not_found);
+    EXPECT_EQ(code(m().readlink(f)), Code::invalid);
+    EXPECT_EQ(code(m().readdir(kRoot, f, "", 10)), Code::not_dir);
+    EXPECT_EQ(code(m().unlink(kRoot, kRootIno, "nope")), Code::not_found);
+    EXPECT_EQ(code(m().rmdir(kRoot, kRootIno, "nope")), Code::not_found);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "nope", kRootIno, "x")), Code::not_found);
+    auto missing = m().lookup(kRoot, kRootIno, "nope");
+    EXPECT_EQ(missing.status().message(), "lookup 'nope' in 1: no entry");
+}
+
+TEST_F(MetaShardTest, LayoutInheritance) {
+    uint64_t d = mkdir(kRootIno, "d");
+    auto l = m().set_layout(kRoot, d, Layout{1u << 20, 2});
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    EXPECT_EQ(attr(d).chunk_size, 1u << 20);
+    auto f = m().create(kRoot, d, "inherits", 0644, true);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f->chunk_size, 1u << 20);
+    EXPECT_EQ(f->stripe_count, 2u);
+    auto g = m().create(kRoot, d, "own", 0644, true, Layout{8u << 20, 0});
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->chunk_size, 8u << 20);
+    EXPECT_EQ(g->stripe_count, 2u);  // 0 inherits the directory's
+    uint64_t sub = mkdir(d, "sub");
+    EXPECT_EQ(attr(sub).chunk_size, 1u << 20);
+    EXPECT_EQ(attr(sub).stripe_count, 2u);
+    EXPECT_EQ(code(m().create(kRoot, d, "bad", 0644, true, Layout{3000, 0})), Code::invalid);
+    EXPECT_EQ(code(m().lookup(kRoot, d, "bad")), Code::not_found);
+    EXPECT_EQ(code(m().set_layout(kAlice, d, Layout{})), Code::not_permitted);
+    ASSERT_TRUE(m().extend_size(g->ino, 10).ok());
+    EXPECT_EQ(code(m().set_layout(kRoot, g->ino, Layout{1u << 16, 1})), Code::busy);
+    auto empty = m().set_layout(kRoot, f->ino, Layout{1u << 16, 1});
+    ASSERT_TRUE(empty.ok());
+    EXPECT_EQ(attr(f->ino).chunk_size, 1u << 16);
+}
+
+// ---- names ---------------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, BadNamesAreRefusedEverywhere) {
+    uint64_t f = create(kRootIno, "f");
+    uint64_t d = mkdir(kRootIno, "d");
+    const std::string too_long(256, 'x');
+    const std::vector<std::string> invalid = {"", ".", "..", "a/b", "/", std::string("a\0b", 3)};
+    for (const auto& n : invalid) {
+        SCOPED_TRACE("name '" + n + "'");
+        EXPECT_EQ(code(m().create(kRoot, kRootIno, n, 0644, true)), Code::invalid);
+        EXPECT_EQ(code(m().mkdir(kRoot, kRootIno, n, 0755)), Code::invalid);
+        EXPECT_EQ(code(m().symlink(kRoot, kRootIno, n, "t")), Code::invalid);
+        EXPECT_EQ(code(m().link(kRoot, f, kRootIno, n)), Code::invalid);
+        EXPECT_EQ(code(m().lookup(kRoot, kRootIno, n)), Code::invalid);
+        EXPECT_EQ(code(m().unlink(kRoot, kRootIno, n)), Code::invalid);
+        EXPECT_EQ(code(m().rmdir(kRoot, kRootIno, n)), Code::invalid);
+        EXPECT_EQ(code(m().rename(kRoot, kRootIno, "f", d, n)), Code::invalid);
+        EXPECT_EQ(code(m().rename(kRoot, kRootIno, n, d, "x")), Code::invalid);
+        EXPECT_EQ(code(m().insert_dentry(kRootIno, n, f, FileType::regular)), Code::invalid);
+    }
+    EXPECT_EQ(code(m().create(kRoot, kRootIno, too_long, 0644, true)), Code::name_too_long);
+    EXPECT_EQ(code(m().mkdir(kRoot, kRootIno, too_long, 0755)), Code::name_too_long);
+    EXPECT_EQ(code(m().lookup(kRoot, kRootIno, too_long)), Code::name_too_long);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "f", kRootIno, too_long)), Code::name_too_long);
+    auto msg = m().mkdir(kRoot, kRootIno, std::string("a\0b", 3), 0755);
+    EXPECT_EQ(msg.status().message(), "mkdir 'a\\x00b' in 1: name 'a\\x00b' contains '/' or NUL");
+    // Nothing was created, and the longest legal name works.
+    EXPECT_EQ((std::vector<std::string>{"d", "f"}), names(kRootIno));
+    EXPECT_TRUE(m().create(kRoot, kRootIno, std::string(255, 'y'), 0644, true).ok());
+    // Any other byte is fine in a name.
+    EXPECT_TRUE(m().create(kRoot, kRootIno, "\xff\x01 é", 0644, true).ok());
+    EXPECT_TRUE(m().lookup(kRoot, kRootIno, "\xff\x01 é").ok());
+}
+
+// ---- permissions ---------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, PermissionDeniedForOtherUidButNotRoot) {
+    uint64_t priv = mkdir(kRootIno, "priv", 0700);
+    create(priv, "secret");
+    EXPECT_EQ(code(m().lookup(kAlice, priv, "secret")), Code::permission);
+    EXPECT_EQ(code(m().create(kAlice, priv, "x", 0644, true)), Code::permission);
+    EXPECT_EQ(code(m().create(kAlice, priv, "secret", 0644, false)), Code::permission);
+    EXPECT_EQ(code(m().readdir(kAlice, priv, "", 10)), Code::permission);
+    EXPECT_EQ(code(m().unlink(kAlice, priv, "secret")), Code::permission);
+    EXPECT_TRUE(m().lookup(kRoot, priv, "secret").ok());
+
+    // Readable but not writable: lookup and readdir yes, changes no.
+    uint64_t pub = mkdir(kRootIno, "pub", 0755);
+    uint64_t file = create(pub, "file");
+    EXPECT_TRUE(m().lookup(kAlice, pub, "file").ok());
+    EXPECT_TRUE(m().readdir(kAlice, pub, "", 10).ok());
+    auto denied = m().create(kAlice, pub, "x", 0644, true);
+    EXPECT_EQ(code(denied), Code::permission);
+    EXPECT_EQ(denied.status().to_errno(), EACCES);
+    EXPECT_EQ(code(m().mkdir(kAlice, pub, "x", 0755)), Code::permission);
+    EXPECT_EQ(code(m().symlink(kAlice, pub, "x", "t")), Code::permission);
+    EXPECT_EQ(code(m().unlink(kAlice, pub, "file")), Code::permission);
+    EXPECT_EQ(code(m().rename(kAlice, pub, "file", pub, "y")), Code::permission);
+    EXPECT_EQ(code(m().link(kAlice, file, pub, "y")), Code::permission);
+    EXPECT_EQ(code(m().rmdir(kAlice, kRootIno, "pub")), Code::permission);
+    EXPECT_TRUE(m().create(kRoot, pub, "x", 0644, true).ok());
+
+    // Search only: lookup yes, listing no.
+    uint64_t xonly = mkdir(kRootIno, "xonly", 0711);
+    create(xonly, "known");
+    EXPECT_TRUE(m().lookup(kAlice, xonly, "known").ok());
+    EXPECT_EQ(code(m().readdir(kAlice, xonly, "", 10)), Code::permission);
+
+    // Group bits: alice is in group 2000, bob is not.
+    uint64_t team = mkdir(kRootIno, "team", 0770);
+    SetAttr chgrp;
+    chgrp.gid = 2000;
+    ASSERT_TRUE(m().setattr(kRoot, team, chgrp).ok());
+    auto mine = m().create(kAlice, team, "alice", 0600, true);
+    ASSERT_TRUE(mine.ok()) << mine.status().to_string();
+    EXPECT_EQ(mine->uid, kAlice.uid);
+    EXPECT_EQ(mine->gid, kAlice.gid);
+    EXPECT_EQ(code(m().create(kBob, team, "bob", 0600, true)), Code::permission);
+    EXPECT_EQ(code(m().lookup(kBob, team, "alice")), Code::permission);
+}
+
+TEST_F(MetaShardTest, SetgidDirectoryPassesItsGroupOn) {
+    uint64_t d = mkdir(kRootIno, "shared", 02777);
+    SetAttr chgrp;
+    chgrp.gid = 3000;
+    ASSERT_TRUE(m().setattr(kRoot, d, chgrp).ok());
+    EXPECT_EQ(attr(d).mode & 07777, 02777u);
+    auto f = m().create(kBob, d, "f", 0644, true);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f->gid, 3000u);
+    auto sub = m().mkdir(kBob, d, "sub", 0755);
+    ASSERT_TRUE(sub.ok());
+    EXPECT_EQ(sub->gid, 3000u);
+    EXPECT_TRUE(sub->mode & S_ISGID);
+}
+
+TEST_F(MetaShardTest, StickyDirectory) {
+    uint64_t tmp = mkdir(kRootIno, "tmp", 01777);
+    uint64_t a = create(tmp, "alice", 0644, kAlice);
+    create(tmp, "bob", 0644, kBob);
+    create(tmp, "bob2", 0644, kBob);
+    auto u = m().unlink(kBob, tmp, "alice");
+    EXPECT_EQ(code(u), Code::not_permitted);
+    EXPECT_EQ(u.status().to_errno(), EPERM);
+    EXPECT_EQ(code(m().rename(kBob, tmp, "alice", tmp, "mine")), Code::not_permitted);
+    // Overwriting someone else's file by rename is removing it, too.
+    EXPECT_EQ(code(m().rename(kBob, tmp, "bob", tmp, "alice")), Code::not_permitted);
+    EXPECT_EQ(attr(a).nlink, 1u);
+    // The owner of the file, the owner of the directory and root may.
+    EXPECT_TRUE(m().rename(kAlice, tmp, "alice", tmp, "alice2").ok());
+    EXPECT_TRUE(m().unlink(kAlice, tmp, "alice2").ok());
+    EXPECT_TRUE(m().unlink(kRoot, tmp, "bob").ok());
+    uint64_t owned = mkdir(tmp, "owned", 01777, kAlice);
+    create(owned, "bobs", 0644, kBob);
+    EXPECT_TRUE(m().unlink(kAlice, owned, "bobs").ok());
+    // Sticky rule for directories too.
+    mkdir(tmp, "bobdir", 0755, kBob);
+    EXPECT_EQ(code(m().rmdir(kAlice, tmp, "bobdir")), Code::not_permitted);
+    EXPECT_TRUE(m().rmdir(kBob, tmp, "bobdir").ok());
+    EXPECT_EQ(names(tmp), (std::vector<std::string>{"bob2", "owned"}));
+}
+
+// ---- symlinks and hard links ---------------------------------------------------------------
+
+TEST_F(MetaShardTest, SymlinkAndReadlink) {
+    auto s = m().symlink(kAlice, kRootIno, "ln", "../some/where");
+    EXPECT_EQ(code(s), Code::permission);  // root directory is 0755 root
+    uint64_t d = mkdir(kRootIno, "d", 0777);
+    s = m().symlink(kAlice, d, "ln", "../some/where");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->type, FileType::symlink);
+    EXPECT_EQ(s->mode, uint32_t(S_IFLNK | 0777));
+    EXPECT_EQ(s->size, 13u);
+    EXPECT_EQ(s->uid, kAlice.uid);
+    auto t = m().readlink(s->ino);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(*t, "../some/where");
+    auto l = m().lookup(kRoot, d, "ln");
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ(l->target, "../some/where");
+    EXPECT_EQ(code(m().symlink(kRoot, d, "empty", "")), Code::not_found);
+    EXPECT_EQ(code(m().symlink(kRoot, d, "long", std::string(4096, 'a'))), Code::name_too_long);
+    EXPECT_TRUE(m().symlink(kRoot, d, "longest", std::string(4095, 'a')).ok());
+    EXPECT_EQ(code(m().readlink(d)), Code::invalid);
+    EXPECT_EQ(code(m().readlink(999)), Code::not_found);
+}
+
+TEST_F(MetaShardTest, HardLinkCountsGoUpAndDown) {
+    uint64_t d = mkdir(kRootIno, "d");
+    uint64_t f = create(kRootIno, "f");
+    ASSERT_TRUE(m().setxattr(kRoot, f, "user.tag", "v", 0).ok());
+    auto l1 = m().link(kRoot, f, d, "g");
+    ASSERT_TRUE(l1.ok()) << l1.status().to_string();
+    EXPECT_EQ(l1->nlink, 2u);
+    auto l2 = m().link(kRoot, f, kRootIno, "h");
+    ASSERT_TRUE(l2.ok());
+    EXPECT_EQ(attr(f).nlink, 3u);
+    EXPECT_EQ(m().lookup(kRoot, d, "g")->ino, f);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "h")->ino, f);
+    EXPECT_EQ(code(m().link(kRoot, f, d, "g")), Code::exists);
+    EXPECT_EQ(code(m().link(kRoot, d, kRootIno, "dirlink")), Code::not_permitted);
+    EXPECT_EQ(code(m().link(kRoot, 4242, kRootIno, "ghost")), Code::not_found);
+    EXPECT_EQ(attr(f).nlink, 3u);
+
+    auto u1 = m().unlink(kRoot, kRootIno, "f");
+    ASSERT_TRUE(u1.ok());
+    EXPECT_FALSE(u1->last_link);
+    EXPECT_EQ(u1->attr.nlink, 2u);
+    EXPECT_EQ(attr(f).nlink, 2u);
+    auto u2 = m().unlink(kRoot, d, "g");
+    ASSERT_TRUE(u2.ok());
+    EXPECT_FALSE(u2->last_link);
+    EXPECT_EQ(attr(f).nlink, 1u);
+    EXPECT_EQ(*m().getxattr(kRoot, f, "user.tag"), "v");
+    auto u3 = m().unlink(kRoot, kRootIno, "h");
+    ASSERT_TRUE(u3.ok());
+    EXPECT_TRUE(u3->last_link);
+    EXPECT_EQ(u3->attr.nlink, 0u);
+    EXPECT_EQ(u3->attr.ino, f);
+    EXPECT_EQ(code(m().getattr(f)), Code::not_found);
+    EXPECT_EQ(code(m().getxattr(kRoot, f, "user.tag")), Code::not_found);
+    auto c = m().counts();
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->inodes, 2u);  // root and d
+    EXPECT_EQ(c->dentries, 1u);
+}
+
+// ---- unlink and rmdir ----------------------------------------------------------------------
+
+TEST_F(MetaShardTest, UnlinkAndRmdir) {
+    uint64_t d = mkdir(kRootIno, "d");
+    create(d, "f");
+    uint64_t e = mkdir(kRootIno, "e");
+    EXPECT_EQ(attr(kRootIno).nlink, 4u);
+    EXPECT_EQ(code(m().unlink(kRoot, kRootIno, "d")), Code::is_dir);
+    EXPECT_EQ(code(m().rmdir(kRoot, d, "f")), Code::not_dir);
+    auto ne = m().rmdir(kRoot, kRootIno, "d");
+    EXPECT_EQ(code(ne), Code::not_empty);
+    EXPECT_EQ(ne.to_errno(), ENOTEMPTY);
+    EXPECT_EQ(ne.message(), "rmdir 'd' in 1: directory not empty");
+    auto u = m().unlink(kRoot, d, "f");
+    ASSERT_TRUE(u.ok());
+    EXPECT_TRUE(u->last_link);
+    EXPECT_TRUE(m().rmdir(kRoot, kRootIno, "d").ok());
+    EXPECT_EQ(code(m().getattr(d)), Code::not_found);
+    EXPECT_EQ(attr(kRootIno).nlink, 3u);
+    EXPECT_TRUE(m().rmdir(kRoot, kRootIno, "e").ok());
+    EXPECT_EQ(code(m().getattr(e)), Code::not_found);
+    EXPECT_EQ(attr(kRootIno).nlink, 2u);
+    EXPECT_TRUE(names(kRootIno).empty());
+}
+
+// ---- readdir -------------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, TenThousandFilesListedInPages) {
+    uint64_t d = mkdir(kRootIno, "big");
+    std::set<uint64_t> inos;
+    for (int i = 0; i < 10000; ++i) {
+        char name[32];
+        snprintf(name, sizeof name, "file%05d", i);
+        inos.insert(create(d, name));
+    }
+    EXPECT_EQ(inos.size(), 10000u);
+
+    std::vector<std::string> seen;
+    std::string after;
+    int pages = 0;
+    for (;;) {
+        auto r = m().readdir(kRoot, d, after, 1000);
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        ++pages;
+        ASSERT_LE(r->entries.size(), 1000u);
+        for (auto& e : r->entries) {
+            EXPECT_EQ(e.type, FileType::regular);
+            EXPECT_TRUE(inos.count(e.ino));
+            seen.push_back(e.name);
+        }
+        if (!r->more) break;
+        ASSERT_FALSE(r->entries.empty());
+        after = r->entries.back().name;
+        ASSERT_LT(pages, 20);
+    }
+    EXPECT_EQ(pages, 10);
+    ASSERT_EQ(seen.size(), 10000u);
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+    EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 10000u);
+    EXPECT_EQ(seen.front(), "file00000");
+    EXPECT_EQ(seen.back(), "file09999");
+
+    // Resuming after a name, present or not, starts strictly after it.
+    auto r = m().readdir(kRoot, d, "file04999", 3);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->entries.size(), 3u);
+    EXPECT_EQ(r->entries[0].name, "file05000");
+    EXPECT_TRUE(r->more);
+    r = m().readdir(kRoot, d, "file04999x", 1);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->entries[0].name, "file05000");
+    r = m().readdir(kRoot, d, "file09998", 1000);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->entries.size(), 1u);
+    EXPECT_FALSE(r->more);
+    r = m().readdir(kRoot, d, "file09999", 1000);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->entries.empty());
+    EXPECT_FALSE(r->more);
+    // Exactly one page's worth: no phantom "more".
+    r = m().readdir(kRoot, d, "file08999", 1000);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->entries.size(), 1000u);
+    EXPECT_FALSE(r->more);
+    EXPECT_EQ(code(m().readdir(kRoot, d, "", 0)), Code::invalid);
+    auto c = m().counts();
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->inodes, 10002u);
+    EXPECT_EQ(c->dentries, 10001u);
+}
+
+// ---- rename --------------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, RenameWithinAndAcrossDirectories) {
+    uint64_t a = mkdir(kRootIno, "a");
+    uint64_t b = mkdir(kRootIno, "b");
+    uint64_t f = create(a, "f");
+    int64_t before = attr(f).ctime_ns;
+    auto r = m().rename(kRoot, a, "f", a, "g");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_FALSE(r->replaced);
+    EXPECT_EQ(code(m().lookup(kRoot, a, "f")), Code::not_found);
+    EXPECT_EQ(m().lookup(kRoot, a, "g")->ino, f);
+    EXPECT_GE(attr(f).ctime_ns, before);
+
+    ASSERT_TRUE(m().rename(kRoot, a, "g", b, "h").ok());
+    EXPECT_TRUE(names(a).empty());
+    EXPECT_EQ(names(b), std::vector<std::string>{"h"});
+    EXPECT_EQ(attr(a).nlink, 2u);
+    EXPECT_EQ(attr(b).nlink, 2u);
+
+    // A directory moving between parents moves a link from one to the other.
+    uint64_t sub = mkdir(a, "sub");
+    create(sub, "inside");
+    EXPECT_EQ(attr(a).nlink, 3u);
+    ASSERT_TRUE(m().rename(kRoot, a, "sub", b, "sub2").ok());
+    EXPECT_EQ(attr(a).nlink, 2u);
+    EXPECT_EQ(attr(b).nlink, 3u);
+    EXPECT_EQ(attr(sub).nlink, 2u);
+    EXPECT_EQ(m().lookup(kRoot, b, "sub2")->ino, sub);
+    EXPECT_EQ(names(sub), std::vector<std::string>{"inside"});
+    EXPECT_EQ(attr(kRootIno).nlink, 4u);
+}
+
+TEST_F(MetaShardTest, RenameOverwritesFiles) {
+    uint64_t src = create(kRootIno, "src");
+    uint64_t dst = create(kRootIno, "dst");
+    ASSERT_TRUE(m().setxattr(kRoot, dst, "user.x", "1", 0).ok());
+    auto r = m().rename(kRoot, kRootIno, "src", kRootIno, "dst");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(r->replaced);
+    EXPECT_EQ(r->replaced->attr.ino, dst);
+    EXPECT_TRUE(r->replaced->last_link);
+    EXPECT_EQ(code(m().getattr(dst)), Code::not_found);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "dst")->ino, src);
+    EXPECT_EQ(names(kRootIno), std::vector<std::string>{"dst"});
+    EXPECT_EQ(m().counts()->inodes, 2u);
+
+    // A target with another link survives with one link fewer.
+    uint64_t other = create(kRootIno, "other");
+    ASSERT_TRUE(m().link(kRoot, other, kRootIno, "other2").ok());
+    uint64_t mover = create(kRootIno, "mover");
+    r = m().rename(kRoot, kRootIno, "mover", kRootIno, "other");
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r->replaced);
+    EXPECT_FALSE(r->replaced->last_link);
+    EXPECT_EQ(r->replaced->attr.nlink, 1u);
+    EXPECT_EQ(attr(other).nlink, 1u);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "other")->ino, mover);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "other2")->ino, other);
+}
+
+TEST_F(MetaShardTest, RenameOverwritesOnlyEmptyDirectories) {
+    uint64_t a = mkdir(kRootIno, "a");
+    uint64_t empty = mkdir(kRootIno, "empty");
+    uint64_t full = mkdir(kRootIno, "full");
+    create(full, "x");
+    EXPECT_EQ(attr(kRootIno).nlink, 5u);
+    auto r = m().rename(kRoot, kRootIno, "a", kRootIno, "empty");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(r->replaced);
+    EXPECT_EQ(r->replaced->attr.ino, empty);
+    EXPECT_TRUE(r->replaced->last_link);
+    EXPECT_EQ(code(m().getattr(empty)), Code::not_found);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "empty")->ino, a);
+    EXPECT_EQ(attr(kRootIno).nlink, 4u);
+
+    auto ne = m().rename(kRoot, kRootIno, "empty", kRootIno, "full");
+    EXPECT_EQ(code(ne), Code::not_empty);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "empty")->ino, a);
+    EXPECT_EQ(attr(kRootIno).nlink, 4u);
+    uint64_t file = create(kRootIno, "file");
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "empty", kRootIno, "file")), Code::not_dir);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "file", kRootIno, "empty")), Code::is_dir);
+    EXPECT_EQ(attr(file).nlink, 1u);
+    EXPECT_EQ(names(full), std::vector<std::string>{"x"});
+}
+
+TEST_F(MetaShardTest, RenameNoReplaceAndExchange) {
+    uint64_t a = create(kRootIno, "a");
+    uint64_t b = create(kRootIno, "b");
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "a", kRootIno, "b", kRenameNoReplace)), Code::exists);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "b")->ino, b);
+    ASSERT_TRUE(m().rename(kRoot, kRootIno, "a", kRootIno, "c", kRenameNoReplace).ok());
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "c")->ino, a);
+
+    auto x = m().rename(kRoot, kRootIno, "b", kRootIno, "c", kRenameExchange);
+    ASSERT_TRUE(x.ok()) << x.status().to_string();
+    EXPECT_FALSE(x->replaced);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "b")->ino, a);
+    EXPECT_EQ(m().lookup(kRoot, kRootIno, "c")->ino, b);
+    EXPECT_EQ(attr(a).nlink, 1u);
+    EXPECT_EQ(attr(b).nlink, 1u);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "b", kRootIno, "nope", kRenameExchange)), Code::not_found);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "b", kRootIno, "c", kRenameExchange | kRenameNoReplace)),
+              Code::invalid);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "b", kRootIno, "c", 4)), Code::invalid);
+
+    // Exchanging a directory and a file across parents moves the subdirectory link too.
+    uint64_t p = mkdir(kRootIno, "p");
+    uint64_t q = mkdir(kRootIno, "q");
+    uint64_t dir = mkdir(p, "dir");
+    uint64_t file = create(q, "file");
+    EXPECT_EQ(attr(p).nlink, 3u);
+    ASSERT_TRUE(m().rename(kRoot, p, "dir", q, "file", kRenameExchange).ok());
+    EXPECT_EQ(m().lookup(kRoot, p, "dir")->ino, file);
+    EXPECT_EQ(m().lookup(kRoot, q, "file")->ino, dir);
+    EXPECT_EQ(attr(p).nlink, 2u);
+    EXPECT_EQ(attr(q).nlink, 3u);
+    EXPECT_EQ(m().lookup(kRoot, p, "dir")->type, FileType::regular);
+    EXPECT_EQ(m().readdir(kRoot, q, "", 10)->entries[0].type, FileType::directory);
+}
+
+TEST_F(MetaShardTest, RenameIntoOwnSubtreeIsInvalid) {
+    uint64_t a = mkdir(kRootIno, "a");
+    uint64_t b = mkdir(a, "b");
+    uint64_t c = mkdir(b, "c");
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "a", c, "x")), Code::invalid);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "a", a, "x")), Code::invalid);
+    EXPECT_EQ(code(m().rename(kRoot, a, "b", c, "x")), Code::invalid);
+    EXPECT_EQ(code(m().rename(kRoot, b, "c", a, "b", kRenameExchange)), Code::invalid);
+    // A directory onto its own non-empty ancestor.
+    EXPECT_EQ(code(m().rename(kRoot, b, "c", kRootIno, "a")), Code::not_empty);
+    EXPECT_EQ(names(c), std::vector<std::string>{});
+    EXPECT_EQ(m().lookup(kRoot, b, "c")->ino, c);
+    // Moving up is fine.
+    ASSERT_TRUE(m().rename(kRoot, b, "c", kRootIno, "c").ok());
+    EXPECT_EQ(attr(b).nlink, 2u);
+    EXPECT_EQ(attr(kRootIno).nlink, 4u);
+}
+
+TEST_F(MetaShardTest, RenameOfOneInodeOntoItselfDoesNothing) {
+    uint64_t f = create(kRootIno, "x");
+    ASSERT_TRUE(m().link(kRoot, f, kRootIno, "y").ok());
+    std::string before = snapshot();
+    auto r = m().rename(kRoot, kRootIno, "x", kRootIno, "y");
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->replaced);
+    ASSERT_TRUE(m().rename(kRoot, kRootIno, "x", kRootIno, "x").ok());
+    EXPECT_EQ(snapshot(), before);
+    EXPECT_EQ(attr(f).nlink, 2u);
+}
+
+TEST_F(MetaShardTest, DirectoryMoveNeedsWriteOnTheDirectory) {
+    uint64_t pub = mkdir(kRootIno, "pub", 0777);
+    mkdir(pub, "rootdir", 0755);  // root's, alice may not write it
+    mkdir(pub, "other", 0777);
+    EXPECT_EQ(code(m().rename(kAlice, pub, "rootdir", m().lookup(kRoot, pub, "other")->ino, "moved")),
+              Code::permission);
+    // Within one directory ".." does not change.
+    EXPECT_TRUE(m().rename(kAlice, pub, "rootdir", pub, "renamed").ok());
+}
+
+// ---- atomicity -----------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, FailedOperationsLeaveTheDatabaseUnchanged) {
+    uint64_t a = mkdir(kRootIno, "a");
+    create(a, "f");
+    uint64_t full = mkdir(kRootIno, "full");
+    create(full, "x");
+    uint64_t g = create(kRootIno, "g");
+    ASSERT_TRUE(m().setxattr(kRoot, g, "user.k", "v", 0).ok());
+    mkdir(kRootIno, "tmp", 01777);
+    create(m().lookup(kRoot, kRootIno, "tmp")->ino, "rootfile");
+    const std::string before = snapshot();
+    const Counts counts_before = *m().counts();
+
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "a", kRootIno, "full")), Code::not_empty);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "a", a, "x")), Code::invalid);
+    EXPECT_EQ(code(m().rename(kRoot, kRootIno, "g", kRootIno, "a")), Code::is_dir);
+    EXPECT_EQ(code(m().rmdir(kRoot, kRootIno, "full")), Code::not_empty);
+    EXPECT_EQ(code(m().create(kRoot, kRootIno, "g", 0644, true)), Code::exists);
+    EXPECT_EQ(code(m().mkdir(kAlice, kRootIno, "nope", 0755)), Code::permission);
+    EXPECT_EQ(code(m().unlink(kAlice, m().lookup(kRoot, kRootIno, "tmp")->ino, "rootfile")),
+              Code::not_permitted);
+    EXPECT_EQ(code(m().setxattr(kRoot, g, "user.k", "w", kXattrCreate)), Code::exists);
+    EXPECT_EQ(code(m().setattr(kAlice, g, with([&](SetAttr& s) { s.mode = 0777; }))), Code::not_permitted);
+    EXPECT_EQ(code(m().link(kRoot, a, kRootIno, "alink")), Code::not_permitted);
+    EXPECT_EQ(code(m().insert_dentry(kRootIno, "g", 77, FileType::regular)), Code::exists);
+    EXPECT_EQ(code(m().adjust_nlink(g, -2)), Code::invalid);
+    EXPECT_EQ(code(m().delete_inode(full)), Code::not_empty);
+
+    EXPECT_EQ(snapshot(), before);
+    EXPECT_EQ(m().counts()->inodes, counts_before.inodes);
+    EXPECT_EQ(m().counts()->dentries, counts_before.dentries);
+    // And the inode counter did not move either: no number was used up.
+    uint64_t next = create(kRootIno, "next");
+    EXPECT_EQ(next, make_ino(0, kFirstSeq + 7));
+}
+
+// ---- setattr, extend_size ------------------------------------------------------------------
+
+TEST_F(MetaShardTest, SetattrModeOwnerAndTimes) {
+    uint64_t d = mkdir(kRootIno, "d", 0777);
+    auto f = m().create(kAlice, d, "f", 04755, true);
+    ASSERT_TRUE(f.ok());
+    uint64_t ino = f->ino;
+    EXPECT_EQ(f->mode & 07777, 04755u);
+
+    // chmod: owner yes, others no.
+    EXPECT_EQ(code(m().setattr(kBob, ino, with([&](SetAttr& s) { s.mode = 0777; }))), Code::not_permitted);
+    auto r = m().setattr(kAlice, ino, with([&](SetAttr& s) { s.mode = 04700; }));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(attr(ino).mode, uint32_t(S_IFREG | 04700));
+    EXPECT_GE(attr(ino).ctime_ns, f->ctime_ns);
+
+    // chown: only root gives a file away.
+    EXPECT_EQ(code(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.uid = kBob.uid; }))), Code::not_permitted);
+    EXPECT_TRUE(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.uid = kAlice.uid; })).ok());  // no change
+    // chgrp: owner to a group it is in; that clears setuid.
+    EXPECT_EQ(code(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.gid = 5555; }))), Code::not_permitted);
+    EXPECT_EQ(code(m().setattr(kBob, ino, with([&](SetAttr& s) { s.gid = kBob.gid; }))), Code::not_permitted);
+    r = m().setattr(kAlice, ino, with([&](SetAttr& s) { s.gid = 2000; }));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(attr(ino).gid, 2000u);
+    EXPECT_EQ(attr(ino).mode & 07777, 0700u);
+    // Root may do anything and keeps the bits.
+    ASSERT_TRUE(m().setattr(kRoot, ino, with([&](SetAttr& s) { s.mode = 06755; })).ok());
+    r = m().setattr(kRoot, ino, with([&](SetAttr& s) { s.uid = kBob.uid; s.gid = kBob.gid; }));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(attr(ino).uid, kBob.uid);
+    EXPECT_EQ(attr(ino).gid, kBob.gid);
+    EXPECT_EQ(attr(ino).mode & 07777, 06755u);
+
+    // Explicit times: owner only. "now": anyone who may write.
+    EXPECT_EQ(code(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.mtime_ns = 5; }))), Code::not_permitted);
+    r = m().setattr(kBob, ino, with([&](SetAttr& s) { s.atime_ns = 1000; s.mtime_ns = 2000; }));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(attr(ino).atime_ns, 1000);
+    EXPECT_EQ(attr(ino).mtime_ns, 2000);
+    EXPECT_EQ(code(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.mtime_now = true; }))), Code::permission);
+    ASSERT_TRUE(m().setattr(kRoot, ino, with([&](SetAttr& s) { s.mode = 0666; })).ok());
+    r = m().setattr(kAlice, ino, with([&](SetAttr& s) { s.atime_now = true; s.mtime_now = true; }));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_GT(attr(ino).mtime_ns, 2000);
+    EXPECT_EQ(code(m().setattr(kRoot, ino, with([&](SetAttr& s) { s.mtime_ns = 1; s.mtime_now = true; }))), Code::invalid);
+    EXPECT_EQ(code(m().setattr(kRoot, 9999, with([&](SetAttr& s) { s.mode = 0; }))), Code::not_found);
+}
+
+TEST_F(MetaShardTest, SetattrSizeAndExtendSize) {
+    uint64_t d = mkdir(kRootIno, "d", 0777);
+    uint64_t f = create(d, "f", 0644, kAlice);
+    auto r = m().setattr(kAlice, f, with([&](SetAttr& s) { s.size = 1000; }));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(attr(f).size, 1000u);
+    EXPECT_EQ(code(m().setattr(kBob, f, with([&](SetAttr& s) { s.size = 0; }))), Code::permission);
+    EXPECT_EQ(code(m().setattr(kRoot, d, with([&](SetAttr& s) { s.size = 0; }))), Code::is_dir);
+    ASSERT_TRUE(m().setattr(kAlice, f, with([&](SetAttr& s) { s.size = 10; })).ok());
+    EXPECT_EQ(attr(f).size, 10u);
+
+    int64_t mtime = attr(f).mtime_ns;
+    auto e = m().extend_size(f, 5000);
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(e->size, 5000u);
+    EXPECT_GE(attr(f).mtime_ns, mtime);
+    e = m().extend_size(f, 100);  // a writer that wrote less does not shrink the file
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(attr(f).size, 5000u);
+    EXPECT_EQ(code(m().extend_size(d, 1)), Code::is_dir);
+    EXPECT_EQ(code(m().extend_size(777777, 1)), Code::not_found);
+    EXPECT_EQ(code(m().extend_size(f, uint64_t(1) << 63)), Code::too_large);
+}
+
+// ---- xattrs --------------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, ExtendedAttributes) {
+    uint64_t d = mkdir(kRootIno, "d", 0777);
+    uint64_t f = create(d, "f", 0644, kAlice);
+    ASSERT_TRUE(m().setxattr(kAlice, f, "user.b", "two", 0).ok());
+    ASSERT_TRUE(m().setxattr(kAlice, f, "user.a", std::string("o\0ne", 4), kXattrCreate).ok());
+    ASSERT_TRUE(m().setxattr(kAlice, f, "user.empty", "", 0).ok());
+    EXPECT_EQ(*m().getxattr(kAlice, f, "user.a"), std::string("o\0ne", 4));
+    EXPECT_EQ(*m().getxattr(kBob, f, "user.b"), "two");  // 0644: others may read
+    EXPECT_EQ(*m().getxattr(kAlice, f, "user.empty"), "");
+    EXPECT_EQ(*m().listxattr(kAlice, f), (std::vector<std::string>{"user.a", "user.b", "user.empty"}));
+
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "user.a", "x", kXattrCreate)), Code::exists);
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "user.zz", "x", kXattrReplace)), Code::no_data);
+    ASSERT_TRUE(m().setxattr(kAlice, f, "user.a", "replaced", kXattrReplace).ok());
+    EXPECT_EQ(*m().getxattr(kAlice, f, "user.a"), "replaced");
+    auto missing = m().getxattr(kAlice, f, "user.missing");
+    EXPECT_EQ(code(missing), Code::no_data);
+    EXPECT_EQ(missing.status().to_errno(), ENODATA);
+    EXPECT_EQ(code(m().removexattr(kAlice, f, "user.missing")), Code::no_data);
+
+    EXPECT_EQ(code(m().setxattr(kBob, f, "user.c", "x", 0)), Code::permission);
+    EXPECT_EQ(code(m().removexattr(kBob, f, "user.a")), Code::permission);
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "trusted.t", "x", 0)), Code::not_permitted);
+    ASSERT_TRUE(m().setxattr(kRoot, f, "trusted.t", "x", 0).ok());
+    EXPECT_EQ(code(m().getxattr(kAlice, f, "trusted.t")), Code::no_data);
+    EXPECT_EQ(m().listxattr(kAlice, f)->size(), 3u);  // trusted.* hidden from non-root
+    EXPECT_EQ(m().listxattr(kRoot, f)->size(), 4u);
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "", "x", 0)), Code::range);
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "user." + std::string(251, 'n'), "x", 0)), Code::range);
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "bogus.x", "x", 0)), Code::unsupported);
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "user.big", std::string(65537, 'v'), 0)), Code::too_large);
+    EXPECT_TRUE(m().setxattr(kAlice, f, "user.big", std::string(65536, 'v'), 0).ok());
+    EXPECT_EQ(code(m().setxattr(kAlice, f, "user.a", "x", 4)), Code::invalid);
+    EXPECT_EQ(code(m().getxattr(kAlice, 4242, "user.a")), Code::not_found);
+
+    ASSERT_TRUE(m().removexattr(kAlice, f, "user.a").ok());
+    EXPECT_EQ(code(m().getxattr(kAlice, f, "user.a")), Code::no_data);
+    EXPECT_EQ(*m().listxattr(kAlice, f), (std::vector<std::string>{"user.b", "user.big", "user.empty"}));
+    // Symlinks carry no user xattrs.
+    auto s = m().symlink(kAlice, d, "s", "f");
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(code(m().setxattr(kAlice, s->ino, "user.x", "v", 0)), Code::not_permitted);
+}
+
+// ---- primitives for cross-shard work -------------------------------------------------------
+
+TEST_F(MetaShardTest, CrossShardPrimitives) {
+    // mkdir of "remote" in the root, its inode placed on shard 1.
+    auto s1r = MetaShard::open(db_path(1), 1);
+    ASSERT_TRUE(s1r.ok());
+    MetaShard& s1 = **s1r;
+    Attr t;
+    t.type = FileType::directory;
+    t.mode = 0750;
+    t.uid = kAlice.uid;
+    t.gid = kAlice.gid;
+    t.nlink = 2;
+    auto dir = s1.create_inode(t);
+    ASSERT_TRUE(dir.ok()) << dir.status().to_string();
+    EXPECT_EQ(shard_of(dir->ino), 1u);
+    EXPECT_EQ(dir->mode, uint32_t(S_IFDIR | 0750));
+    ASSERT_TRUE(m().insert_dentry(kRootIno, "remote", dir->ino, FileType::directory).ok());
+    EXPECT_EQ(attr(kRootIno).nlink, 3u);
+    EXPECT_EQ(code(m().insert_dentry(kRootIno, "remote", dir->ino, FileType::directory)), Code::exists);
+    EXPECT_EQ(code(m().insert_dentry(12345, "x", dir->ino, FileType::directory)), Code::not_found);
+
+    // This shard knows the name, not the inode.
+    auto e = m().lookup_dentry(kRoot, kRootIno, "remote");
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(e->ino, dir->ino);
+    EXPECT_EQ(e->type, FileType::directory);
+    EXPECT_EQ(code(m().lookup(kRoot, kRootIno, "remote")), Code::cross_device);
+    EXPECT_EQ(code(m().rmdir(kRoot, kRootIno, "remote")), Code::cross_device);
+    EXPECT_EQ(code(m().lookup_dentry(kRoot, kRootIno, "none")), Code::not_found);
+    // Children of the remote directory live on shard 1.
+    auto child = s1.create(kAlice, dir->ino, "child", 0644, true);
+    ASSERT_TRUE(child.ok()) << child.status().to_string();
+    EXPECT_EQ(shard_of(child->ino), 1u);
+    EXPECT_EQ(code(s1.delete_inode(dir->ino)), Code::not_empty);
+    EXPECT_EQ(code(s1.adjust_nlink(dir->ino, -2)), Code::not_empty);
+
+    // A hard link across shards: the name here, the count there.
+    auto up = s1.adjust_nlink(child->ino, +1);
+    ASSERT_TRUE(up.ok());
+    EXPECT_EQ(up->attr.nlink, 2u);
+    ASSERT_TRUE(m().insert_dentry(kRootIno, "xlink", child->ino, FileType::regular).ok());
+    EXPECT_EQ(code(m().unlink(kRoot, kRootIno, "xlink")), Code::cross_device);
+    auto removed = m().remove_dentry(kRootIno, "xlink");
+    ASSERT_TRUE(removed.ok());
+    EXPECT_EQ(removed->ino, child->ino);
+    auto down = s1.adjust_nlink(child->ino, -1);
+    ASSERT_TRUE(down.ok());
+    EXPECT_FALSE(down->last_link);
+    EXPECT_EQ(s1.getattr(child->ino)->nlink, 1u);
+    ASSERT_TRUE(s1.unlink(kAlice, dir->ino, "child").ok());
+
+    // rmdir across shards: the inode there, then the name here.
+    ASSERT_TRUE(s1.delete_inode(dir->ino).ok());
+    EXPECT_EQ(code(s1.getattr(dir->ino)), Code::not_found);
+    EXPECT_EQ(code(s1.delete_inode(dir->ino)), Code::not_found);
+    ASSERT_TRUE(m().remove_dentry(kRootIno, "remote").ok());
+    EXPECT_EQ(attr(kRootIno).nlink, 2u);
+    EXPECT_EQ(code(m().remove_dentry(kRootIno, "remote")), Code::not_found);
+
+    // adjust_nlink deletes at zero, and reports it.
+    Attr ft;
+    ft.type = FileType::regular;
+    ft.mode = 0600;
+    ft.nlink = 1;
+    auto file = s1.create_inode(ft);
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ(file->chunk_size, kDefaultChunkSize);
+    auto gone = s1.adjust_nlink(file->ino, -1);
+    ASSERT_TRUE(gone.ok());
+    EXPECT_TRUE(gone->last_link);
+    EXPECT_EQ(code(s1.getattr(file->ino)), Code::not_found);
+    ft.nlink = 0;
+    EXPECT_EQ(code(s1.create_inode(ft)), Code::invalid);
+    EXPECT_EQ(s1.counts()->inodes, 0u);
+}
+
+// ---- persistence ---------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, ReopenServesTheSameTreeAndNeverReusesNumbers) {
+    uint64_t d = mkdir(kRootIno, "d", 0700);
+    uint64_t f = create(d, "f");
+    ASSERT_TRUE(m().extend_size(f, 123456).ok());
+    ASSERT_TRUE(m().setxattr(kRoot, f, "user.k", "value", 0).ok());
+    ASSERT_TRUE(m().symlink(kRoot, d, "s", "f").ok());
+    ASSERT_TRUE(m().link(kRoot, f, kRootIno, "hard").ok());
+    uint64_t last = create(kRootIno, "last");
+    ASSERT_TRUE(m().unlink(kRoot, kRootIno, "last").ok());  // the highest number, now free
+    const std::string before = snapshot();
+
+    reopen();
+    EXPECT_EQ(snapshot(), before);
+    EXPECT_EQ(m().lookup(kRoot, d, "f")->size, 123456u);
+    EXPECT_EQ(*m().readlink(m().lookup(kRoot, d, "s")->ino), "f");
+    EXPECT_EQ(attr(f).nlink, 2u);
+    uint64_t next = create(kRootIno, "next");
+    EXPECT_EQ(next, last + 1);
+
+    reopen();
+    EXPECT_EQ(mkdir(kRootIno, "after"), next + 1);
+    EXPECT_EQ(m().counts()->inodes, 6u);
+}
+
+// ---- a full disk ---------------------------------------------------------------------------
+
+// The database on a 256 KiB tmpfs that the test mounts (root only; skipped elsewhere): writes
+// run into SQLITE_FULL, which must come back as no_space and leave nothing behind.
+TEST_F(MetaShardTest, FullDiskGivesNoSpaceAndLosesNothing) {
+    shard_.reset();
+    fs::path small = dir_ / "small";
+    fs::create_directory(small);
+    if (::mount("jobfs-test", small.c_str(), "tmpfs", 0, "size=256k") != 0)
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+    // Unmounted however the test ends (after the shard below is closed).
+    struct Unmount {
+        fs::path p;
+        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+    } unmount{small};
+    {
+        auto opened = MetaShard::open((small / "meta0.db").string(), 0);
+        ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+        MetaShard& s = **opened;
+        auto f = s.create(kRoot, kRootIno, "f", 0644, true);
+        ASSERT_TRUE(f.ok());
+        const std::string value(kMaxXattrValueLen, 'v');
+        Status full;
+        int stored = 0;
+        for (; stored < 64; ++stored) {
+            full = s.setxattr(kRoot, f->ino, "user.v" + std::to_string(stored), value, 0);
+            if (!full.ok()) break;
+        }
+        ASSERT_FALSE(full.ok()) << "256 KiB never filled up";
+        EXPECT_GT(stored, 0);  // the space ran out during the test, not before it
+        EXPECT_EQ(full.code(), Code::no_space) << full.to_string();
+        EXPECT_EQ(full.to_errno(), ENOSPC);
+        EXPECT_EQ(full.message().rfind("setxattr 'user.v", 0), 0u) << full.message();
+        // The failed attribute is absent, the ones before it are intact, the shard still reads.
+        EXPECT_EQ(code(s.getxattr(kRoot, f->ino, "user.v" + std::to_string(stored))), Code::no_data);
+        auto names = s.listxattr(kRoot, f->ino);
+        ASSERT_TRUE(names.ok()) << names.status().to_string();
+        EXPECT_EQ(names->size(), size_t(stored));
+        for (int i = 0; i < stored; ++i)
+            EXPECT_EQ(*s.getxattr(kRoot, f->ino, "user.v" + std::to_string(i)), value);
+        EXPECT_EQ(s.lookup(kRoot, kRootIno, "f")->ino, f->ino);
+    }
+}
+
+// ---- threads -------------------------------------------------------------------------------
+
+TEST_F(MetaShardTest, ConcurrentCreatesIntoOneDirectory) {
+    uint64_t d = mkdir(kRootIno, "d", 0777);
+    constexpr int kThreads = 4, kPerThread = 250;
+    std::vector<std::vector<uint64_t>> got(kThreads);
+    std::vector<int> failures(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            Cred c{uint32_t(2000 + t), 100, {}};
+            for (int i = 0; i < kPerThread; ++i) {
+                auto a = m().create(c, d, "t" + std::to_string(t) + "-" + std::to_string(i), 0644, true);
+                if (a.ok())
+                    got[t].push_back(a->ino);
+                else
+                    ++failures[t];
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    std::set<uint64_t> all;
+    for (int t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(failures[t], 0);
+        all.insert(got[t].begin(), got[t].end());
+    }
+    EXPECT_EQ(all.size(), size_t(kThreads * kPerThread));
+    auto r = m().readdir(kRoot, d, "", 10000);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->entries.size(), size_t(kThreads * kPerThread));
+    for (auto& e : r->entries) {
+        EXPECT_TRUE(all.count(e.ino)) << e.name;
+        EXPECT_EQ(attr(e.ino).uid, uint32_t(2000 + (e.name[1] - '0')));
+    }
+}
+
+} // namespace
+} // namespace jobfs::server
