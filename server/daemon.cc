@@ -3,6 +3,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -10,6 +11,8 @@
 #include "log.h"
 #include "server/chunk_service.h"
 #include "server/chunk_store.h"
+#include "server/meta_service.h"
+#include "server/meta_shard.h"
 #include "worker.h"
 
 namespace jobfs::server {
@@ -20,9 +23,12 @@ using Clock = std::chrono::steady_clock;
 // then the pool (finishes queued disk work), then the store it used.
 struct Daemon::Parts {
     std::unique_ptr<ChunkStore> chunks;
+    std::unique_ptr<MetaShard> meta;
     std::unique_ptr<boost::asio::thread_pool> pool;
     std::unique_ptr<transport::Worker> worker;
     std::unique_ptr<ChunkService> chunk_service;
+    std::unique_ptr<MetaService> meta_service;
+    std::mutex peers_mu; // guards peers: filled at start while requests may already arrive
     std::vector<transport::Endpoint> peers; // by rank; our own slot stays empty
 };
 
@@ -81,6 +87,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
     auto chunks = ChunkStore::open(config.data_dir, config.chunk_size);
     if (!chunks.ok()) return chunks.status().with_context("data directory");
     p.chunks = std::move(*chunks);
+    // This daemon's rank is its shard of the namespace; shard 0 holds the root.
+    auto meta = MetaShard::open(config.data_dir + "/meta.db", *rank);
+    if (!meta.ok()) return meta.status().with_context("metadata");
+    p.meta = std::move(*meta);
     p.pool = std::make_unique<boost::asio::thread_pool>(config.io_threads);
 
     transport::WorkerOptions wo;
@@ -92,21 +102,38 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
     if (!worker.ok()) return worker.status();
     p.worker = std::move(*worker);
     p.chunk_service = std::make_unique<ChunkService>(*p.worker, *p.chunks, *p.pool);
+    Parts* parts = &p;
+    p.meta_service = std::make_unique<MetaService>(
+        *p.worker, *p.meta, *rank, static_cast<uint32_t>(config.daemons.size()),
+        [parts](uint32_t r) -> Result<transport::Endpoint> {
+            std::lock_guard lock(parts->peers_mu);
+            if (r >= parts->peers.size() || !parts->peers[r].valid())
+                return Status(Code::peer_gone, "no connection to daemon " + std::to_string(r));
+            return parts->peers[r];
+        },
+        *p.pool);
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();
     d->port_ = *port;
 
     // Connect to every peer; those not up yet refuse, so retry until the start-up deadline.
-    p.peers.resize(config.daemons.size());
+    {
+        std::lock_guard lock(p.peers_mu);
+        p.peers.resize(config.daemons.size());
+    }
     const auto deadline = Clock::now() + config.startup_timeout;
     for (;;) {
         std::vector<std::string> missing;
         Status last;
         for (uint32_t r = 0; r < config.daemons.size(); ++r) {
-            if (r == *rank || p.peers[r].valid()) continue;
+            {
+                std::lock_guard lock(p.peers_mu);
+                if (r == *rank || p.peers[r].valid()) continue;
+            }
             auto [host, pport] = split_host_port(config.daemons[r]);
             auto ep = p.worker->connect(host, pport);
             if (ep.ok()) {
+                std::lock_guard lock(p.peers_mu);
                 p.peers[r] = *ep;
                 JOBFS_INFO("connected to daemon %u at %s", r, config.daemons[r].c_str());
             } else {
@@ -131,11 +158,16 @@ void Daemon::stop() {
     if (!parts_) return;
     Parts& p = *parts_;
     p.worker->stop_listening();
-    p.peers.clear();
     p.pool->join();        // queued disk work finishes and its replies go out
+    {
+        std::lock_guard lock(p.peers_mu);
+        p.peers.clear();
+    }
     p.worker.reset();      // connections flushed and closed
     p.chunk_service.reset();
+    p.meta_service.reset();
     p.pool.reset();
+    p.meta.reset();        // SQLite closed (WAL checkpointed)
     p.chunks.reset();
     parts_.reset();
 }

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "rpc.h"
 
@@ -69,5 +71,210 @@ JOBFS_RPC(ChunkTruncate, 34, ChunkTruncateRequest, Empty);
 JOBFS_RPC(ChunkSync, 35, ChunkRef, Empty);
 JOBFS_RPC(FileRemoveChunks, 36, FileChunksRequest, Empty);
 JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
+
+// ---- namespace (server/meta_service) ------------------------------------------------------
+// A request goes to the daemon whose shard holds the inode it names first: shard_of(ino) for
+// requests about an inode, shard_of(parent) for requests about a name in a directory, the old
+// parent's shard for a rename, the new parent's for a link. (shard_of: ino >> 48.)
+
+struct Cred {
+    uint32_t uid = 65534;
+    uint32_t gid = 65534;
+    std::vector<uint32_t> groups;
+    JOBFS_FIELDS(uid, gid, groups)
+};
+
+struct Attr {
+    uint64_t ino = 0;
+    uint8_t type = 0; // 1 regular, 2 directory, 3 symlink
+    uint32_t mode = 0;
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    uint64_t size = 0;
+    uint32_t nlink = 0;
+    int64_t atime_ns = 0;
+    int64_t mtime_ns = 0;
+    int64_t ctime_ns = 0;
+    uint64_t rdev = 0;
+    std::string target;
+    uint32_t chunk_size = 0;
+    uint32_t stripe_count = 0;
+    uint64_t generation = 0;
+    JOBFS_FIELDS(ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, chunk_size,
+                 stripe_count, generation)
+};
+
+struct InoRequest {
+    uint64_t ino = 0;
+    JOBFS_FIELDS(ino)
+};
+
+struct NameRequest {
+    Cred cred;
+    uint64_t parent = 0;
+    std::string name;
+    JOBFS_FIELDS(cred, parent, name)
+};
+
+struct CreateRequest {
+    Cred cred;
+    uint64_t parent = 0;
+    std::string name;
+    uint32_t mode = 0;
+    bool exclusive = false;
+    uint32_t chunk_size = 0;   // 0: the directory's default
+    uint32_t stripe_count = 0; // 0: the directory's default
+    JOBFS_FIELDS(cred, parent, name, mode, exclusive, chunk_size, stripe_count)
+};
+
+struct MkdirRequest {
+    Cred cred;
+    uint64_t parent = 0;
+    std::string name;
+    uint32_t mode = 0;
+    JOBFS_FIELDS(cred, parent, name, mode)
+};
+
+struct SymlinkRequest {
+    Cred cred;
+    uint64_t parent = 0;
+    std::string name;
+    std::string target;
+    JOBFS_FIELDS(cred, parent, name, target)
+};
+
+struct LinkTarget {
+    std::string target;
+    JOBFS_FIELDS(target)
+};
+
+struct LinkRequest {
+    Cred cred;
+    uint64_t ino = 0;
+    uint64_t new_parent = 0;
+    std::string name;
+    JOBFS_FIELDS(cred, ino, new_parent, name)
+};
+
+// The inode a name pointed at, after the unlink; last_link: its data must go.
+struct UnlinkResponse {
+    Attr attr;
+    bool last_link = false;
+    JOBFS_FIELDS(attr, last_link)
+};
+
+struct RenameRequest {
+    Cred cred;
+    uint64_t old_parent = 0;
+    std::string old_name;
+    uint64_t new_parent = 0;
+    std::string new_name;
+    uint32_t flags = 0; // RENAME_NOREPLACE 1, RENAME_EXCHANGE 2
+    JOBFS_FIELDS(cred, old_parent, old_name, new_parent, new_name, flags)
+};
+struct RenameResponse {
+    std::optional<UnlinkResponse> replaced;
+    JOBFS_FIELDS(replaced)
+};
+
+struct ReaddirRequest {
+    Cred cred;
+    uint64_t ino = 0;
+    std::string after; // entries strictly after this name ("" = from the start)
+    uint32_t max_entries = 0;
+    JOBFS_FIELDS(cred, ino, after, max_entries)
+};
+struct DirEntry {
+    std::string name;
+    uint64_t ino = 0;
+    uint8_t type = 0;
+    JOBFS_FIELDS(name, ino, type)
+};
+struct ReaddirResponse {
+    std::vector<DirEntry> entries;
+    bool more = false;
+    JOBFS_FIELDS(entries, more)
+};
+
+struct SetattrRequest {
+    Cred cred;
+    uint64_t ino = 0;
+    std::optional<uint32_t> mode;
+    std::optional<uint32_t> uid;
+    std::optional<uint32_t> gid;
+    std::optional<uint64_t> size;
+    std::optional<int64_t> atime_ns;
+    std::optional<int64_t> mtime_ns;
+    bool atime_now = false;
+    bool mtime_now = false;
+    JOBFS_FIELDS(cred, ino, mode, uid, gid, size, atime_ns, mtime_ns, atime_now, mtime_now)
+};
+
+struct ExtendSizeRequest {
+    uint64_t ino = 0;
+    uint64_t size = 0;
+    JOBFS_FIELDS(ino, size)
+};
+
+struct LayoutRequest {
+    Cred cred;
+    uint64_t ino = 0;
+    uint32_t chunk_size = 0;
+    uint32_t stripe_count = 0;
+    JOBFS_FIELDS(cred, ino, chunk_size, stripe_count)
+};
+
+struct XattrRequest {
+    Cred cred;
+    uint64_t ino = 0;
+    std::string name;
+    std::string value;
+    int32_t flags = 0; // XATTR_CREATE 1, XATTR_REPLACE 2
+    JOBFS_FIELDS(cred, ino, name, value, flags)
+};
+struct XattrValue {
+    std::string value;
+    JOBFS_FIELDS(value)
+};
+struct XattrList {
+    std::vector<std::string> names;
+    JOBFS_FIELDS(names)
+};
+
+struct CountsResponse {
+    uint64_t inodes = 0;
+    uint64_t dentries = 0;
+    JOBFS_FIELDS(inodes, dentries)
+};
+
+// Between daemons: the steps of operations that span two shards.
+struct CreateInodeRequest {
+    Attr tmpl; // type, mode, uid, gid, nlink, target and layout of the new inode
+    JOBFS_FIELDS(tmpl)
+};
+
+JOBFS_RPC(Getattr, 48, InoRequest, Attr);
+JOBFS_RPC(Lookup, 49, NameRequest, Attr);
+JOBFS_RPC(Create, 50, CreateRequest, Attr);
+JOBFS_RPC(Mkdir, 51, MkdirRequest, Attr);
+JOBFS_RPC(Symlink, 52, SymlinkRequest, Attr);
+JOBFS_RPC(Readlink, 53, InoRequest, LinkTarget);
+JOBFS_RPC(Link, 54, LinkRequest, Attr);
+JOBFS_RPC(Unlink, 55, NameRequest, UnlinkResponse);
+JOBFS_RPC(Rmdir, 56, NameRequest, Empty);
+JOBFS_RPC(Rename, 57, RenameRequest, RenameResponse);
+JOBFS_RPC(Readdir, 58, ReaddirRequest, ReaddirResponse);
+JOBFS_RPC(Setattr, 59, SetattrRequest, Attr);
+JOBFS_RPC(ExtendSize, 60, ExtendSizeRequest, Attr);
+JOBFS_RPC(SetLayout, 61, LayoutRequest, Attr);
+JOBFS_RPC(Setxattr, 62, XattrRequest, Empty);
+JOBFS_RPC(Getxattr, 63, XattrRequest, XattrValue);
+JOBFS_RPC(Listxattr, 64, XattrRequest, XattrList);
+JOBFS_RPC(Removexattr, 65, XattrRequest, Empty);
+JOBFS_RPC(MetaCounts, 66, Empty, CountsResponse);
+JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
+JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
+
+inline uint32_t shard_of(uint64_t ino) { return static_cast<uint32_t>(ino >> 48); }
 
 } // namespace jobfs::proto

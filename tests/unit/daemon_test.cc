@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "child_process.h"
 #include "daemon_protocol.h"
@@ -124,14 +125,42 @@ TEST_F(DaemonTest, ThreeDaemonsBecomeReadyAndServeChunks) {
     }
 }
 
+TEST_F(DaemonTest, NamespaceSpreadsOverTheDaemons) {
+    start_all();
+    auto c = client();
+    std::vector<transport::Endpoint> eps;
+    for (int r = 0; r < kDaemons; ++r) eps.push_back(*c->connect("127.0.0.1", ports[r]));
+    const proto::Cred root{0, 0, {}};
+    std::set<uint32_t> shards;
+    for (int i = 0; i < 12; ++i) {
+        auto d = rpc::call<proto::Mkdir>(eps[0], proto::MkdirRequest{root, 1, "d" + std::to_string(i), 0755});
+        ASSERT_TRUE(d.ok()) << d.status().to_string();
+        shards.insert(proto::shard_of(d->ino));
+        auto f = rpc::call<proto::Create>(eps[proto::shard_of(d->ino)],
+                                          proto::CreateRequest{root, d->ino, "f", 0644, true, 0, 0});
+        ASSERT_TRUE(f.ok()) << f.status().to_string();
+        auto back = rpc::call<proto::Lookup>(eps[0], proto::NameRequest{root, 1, "d" + std::to_string(i)});
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(back->ino, d->ino);
+    }
+    EXPECT_GT(shards.size(), 1u) << "every directory on one daemon";
+}
+
 TEST_F(DaemonTest, GracefulStopAndRestartKeepData) {
     start_all();
+    std::vector<uint64_t> dirs;
     {
         auto c = client();
         for (int r = 0; r < kDaemons; ++r) {
             auto ep = c->connect("127.0.0.1", ports[r]);
             ASSERT_TRUE(ep.ok());
             ASSERT_TRUE(write(*ep, {20, 0}, pattern(300000, 100 + static_cast<uint32_t>(r))).ok());
+        }
+        auto ep0 = c->connect("127.0.0.1", ports[0]);
+        for (int i = 0; i < 6; ++i) {
+            auto d = rpc::call<proto::Mkdir>(*ep0, proto::MkdirRequest{{0, 0, {}}, 1, "keep" + std::to_string(i), 0700});
+            ASSERT_TRUE(d.ok()) << d.status().to_string();
+            dirs.push_back(d->ino);
         }
     }
     for (int r = 0; r < kDaemons; ++r) daemons[r]->signal(SIGTERM);
@@ -148,6 +177,13 @@ TEST_F(DaemonTest, GracefulStopAndRestartKeepData) {
         auto back = read(*ep, {20, 0}, 300000);
         ASSERT_TRUE(back.ok()) << back.status().to_string();
         EXPECT_EQ(*back, pattern(300000, 100 + static_cast<uint32_t>(r))) << "daemon " << r;
+    }
+    auto ep0 = c->connect("127.0.0.1", ports[0]);
+    for (int i = 0; i < 6; ++i) {
+        auto d = rpc::call<proto::Lookup>(*ep0, proto::NameRequest{{0, 0, {}}, 1, "keep" + std::to_string(i)});
+        ASSERT_TRUE(d.ok()) << d.status().to_string();
+        EXPECT_EQ(d->ino, dirs[i]);
+        EXPECT_EQ(d->mode & 0777, 0700u);
     }
 }
 
