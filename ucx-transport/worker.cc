@@ -46,8 +46,10 @@ Status ucs_to_status(ucs_status_t s, const std::string& what) {
     Code code = Code::io;
     switch (s) {
     case UCS_ERR_UNREACHABLE:
-    case UCS_ERR_REJECTED:
-    case UCS_ERR_NOT_CONNECTED: code = Code::refused; break;
+    case UCS_ERR_REJECTED: code = Code::refused; break;
+    // An endpoint that is no longer connected lost its peer; before the hello completed the
+    // callers turn this into refused (see connection_error).
+    case UCS_ERR_NOT_CONNECTED:
     case UCS_ERR_CONNECTION_RESET:
     case UCS_ERR_ENDPOINT_TIMEOUT: code = Code::peer_gone; break;
     case UCS_ERR_TIMED_OUT: code = Code::timeout; break;
@@ -151,6 +153,12 @@ private:
     Status broken;
 };
 
+// A broken connection that never completed its hello was refused rather than lost.
+Status connection_error(const EndpointState& ep, Status why) {
+    if (why.code() == Code::peer_gone && ep.outgoing && !ep.established) return Status(Code::refused, why.message());
+    return why;
+}
+
 // A call (or RMA operation) in flight. It completes when it has an outcome and UCX holds no
 // more requests that reference its buffers, so the caller may free them after `done`.
 struct PendingCall {
@@ -238,6 +246,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     std::unordered_map<uint16_t, Handler> handlers;
     std::unordered_set<ucp_mem_h> mapped; // registrations still alive, unmapped at teardown
     uint64_t next_id = 1;
+    int replies_in_flight = 0; // reply sends UCX has not completed (teardown waits for them)
 
     std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_malformed{0}, st_accepted{0};
 
@@ -377,7 +386,7 @@ void on_call_send_done(void* request, ucs_status_t status, void* user_data) {
     PendingCall& c = *it->second;
     --c.ucx_ops;
     if (status != UCS_OK)
-        impl->finish(id, ucs_to_status(status, "send to " + c.ep->peer));
+        impl->finish(id, connection_error(*c.ep, ucs_to_status(status, "send to " + c.ep->peer)));
     else if (c.complete_when_ops_done && c.ucx_ops == 0)
         impl->finish(id, Status::OK());
     impl->maybe_complete(id);
@@ -413,6 +422,7 @@ struct ReplySend {
 
 void reply_sent(std::unique_ptr<ReplySend> op, ucs_status_t status) {
     auto* impl = Worker::Impl::current;
+    impl->replies_in_flight--;
     if (status != UCS_OK && status != UCS_ERR_CANCELED)
         JOBFS_DEBUG("reply to %s not delivered: %s", op->conn->peer.c_str(), ucs_status_string(status));
     if (op->conn->close_after_reply) impl->close_ep(op->conn, false);
@@ -437,9 +447,7 @@ void on_ep_error(void*, ucp_ep_h ep, ucs_status_t status) {
     auto it = impl->eps.find(ep);
     if (it == impl->eps.end()) return;
     auto st = it->second;
-    Status why = ucs_to_status(status, "connection to " + st->peer);
-    if (st->outgoing && !st->established && why.code() == Code::peer_gone)
-        why = Status(Code::refused, why.message());
+    Status why = connection_error(*st, ucs_to_status(status, "connection to " + st->peer));
     JOBFS_DEBUG("%s", why.to_string().c_str());
     // Closing from inside the error callback is not allowed; do it right after progress returns.
     impl->deferred.push_back([impl, st, why] { impl->fail_endpoint(st, why); });
@@ -711,11 +719,20 @@ void Worker::Impl::teardown() {
     for (auto& [id, c] : calls) ids.push_back(id);
     for (uint64_t id : ids) finish(id, Status(Code::cancelled, "transport worker shut down"));
 
+    // Replies already handed to UCX go out first (a daemon's last answers), within a bound.
+    auto flush_until = Clock::now() + kCloseGrace / 2;
+    while (replies_in_flight > 0 && Clock::now() < flush_until) {
+        ucp_worker_progress(worker);
+        run_deferred();
+    }
+    // Then every connection is force-closed: UCX cancels what is still in flight on it
+    // (a flush close that meets a rendezvous receive still in progress trips an assertion in
+    // UCX 1.13, seen when a client's bulk write was arriving at shutdown).
     std::vector<std::shared_ptr<EndpointState>> all;
     for (auto& [ep, st] : eps) all.push_back(st);
     for (auto& st : all) {
         st->set_broken(Status(Code::cancelled, "transport worker shut down"));
-        if (st->owned) close_ep(st, false);
+        if (st->owned) close_ep(st, true);
     }
     auto until = Clock::now() + kCloseGrace;
     while (Clock::now() < until) {
@@ -917,7 +934,7 @@ void Worker::Impl::start_call(std::unique_ptr<PendingCall> c) {
     ucs_status_ptr_t r = ucp_am_send_nbx(call.ep->ep, kAmRequest, call.header.data(), call.header.size(), data,
                                          data_len, &p);
     if (UCS_PTR_IS_ERR(r))
-        return finish(id, ucs_to_status(UCS_PTR_STATUS(r), "send to " + call.ep->peer));
+        return finish(id, connection_error(*call.ep, ucs_to_status(UCS_PTR_STATUS(r), "send to " + call.ep->peer)));
     if (r != nullptr) ++call.ucx_ops;
 }
 
@@ -1244,6 +1261,7 @@ void Worker::Impl::send_reply(const std::shared_ptr<EndpointState>& conn, uint64
     p.cb.send = on_reply_send_done;
     p.user_data = op.get();
     p.flags = data_len >= kRndvThreshold ? UCP_AM_SEND_FLAG_RNDV : 0;
+    replies_in_flight++;
     ucs_status_ptr_t r = ucp_am_send_nbx(conn->ep, kAmReply, op->header.data(), op->header.size(), data, data_len, &p);
     if (UCS_PTR_IS_PTR(r)) {
         op.release(); // on_reply_send_done owns it now

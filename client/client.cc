@@ -1,0 +1,283 @@
+#include "client/client.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <unistd.h>
+
+#include <sstream>
+
+namespace jobfs::client {
+
+namespace rpc = transport::rpc;
+
+namespace {
+
+constexpr uint64_t kRoot = 1;
+constexpr int kMaxSymlinkDepth = 40; // as Linux's ELOOP limit
+
+proto::Cred process_cred() {
+    proto::Cred c{static_cast<uint32_t>(getuid()), static_cast<uint32_t>(getgid()), {}};
+    int n = getgroups(0, nullptr);
+    if (n > 0) {
+        std::vector<gid_t> g(static_cast<size_t>(n));
+        n = getgroups(n, g.data());
+        for (int i = 0; i < n; ++i) c.groups.push_back(static_cast<uint32_t>(g[static_cast<size_t>(i)]));
+    }
+    return c;
+}
+
+std::vector<std::string> components(const std::string& path) {
+    std::vector<std::string> out;
+    std::stringstream ss(path);
+    for (std::string c; std::getline(ss, c, '/');)
+        if (!c.empty() && c != ".") out.push_back(c);
+    return out;
+}
+
+Status with_path(const Status& s, const std::string& op, const std::string& path) {
+    return s.with_context(op + " " + path);
+}
+
+} // namespace
+
+Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, const ClientOptions& options) {
+    std::unique_ptr<Client> c(new Client());
+    c->cred_ = options.cred ? *options.cred : process_cred();
+    c->timeout_ = options.timeout;
+    transport::WorkerOptions wo;
+    wo.name = "libjobfs." + std::to_string(getpid());
+    wo.secret = cluster.secret;
+    wo.call_timeout = options.timeout;
+    auto w = transport::Worker::create(wo);
+    if (!w.ok()) return w.status();
+    c->worker_ = std::move(*w);
+    for (const std::string& d : cluster.daemons) {
+        size_t colon = d.rfind(':');
+        auto ep = c->worker_->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+        if (!ep.ok()) return ep.status().with_context("jobfs daemon " + std::to_string(c->eps_.size()));
+        c->eps_.push_back(*ep);
+    }
+    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
+    return c;
+}
+
+Result<std::unique_ptr<Client>> Client::connect_env(const ClientOptions& options) {
+    auto info = read_cluster_from_env();
+    if (!info.ok()) return info.status();
+    return connect(*info, options);
+}
+
+// ---- path resolution ------------------------------------------------------------------------
+
+Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int depth) {
+    if (depth > kMaxSymlinkDepth) return Status(Code::loop, "too many levels of symbolic links");
+    auto parts = components(path);
+    auto cur = rpc::call<proto::Getattr>(at(kRoot), proto::InoRequest{kRoot});
+    if (!cur.ok()) return cur.status();
+    std::string walked;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        if (cur->type != 2) return Status(Code::not_dir, walked + " is not a directory");
+        if (parts[i] == "..") return Status(Code::invalid, "'..' in jobfs paths is not supported");
+        auto next = rpc::call<proto::Lookup>(at(cur->ino), proto::NameRequest{cred_, cur->ino, parts[i]});
+        if (!next.ok()) return next.status();
+        walked += "/" + parts[i];
+        const bool last = i + 1 == parts.size();
+        if (next->type == 3 && (!last || follow_last)) {
+            // A symlink: continue from its target (absolute within jobfs, or relative to cur).
+            std::string target = next->target;
+            std::string base = walked.substr(0, walked.rfind('/'));
+            std::string rest;
+            for (size_t j = i + 1; j < parts.size(); ++j) rest += "/" + parts[j];
+            std::string resolved = (target.size() && target[0] == '/' ? target : base + "/" + target) + rest;
+            return walk(resolved, follow_last, depth + 1);
+        }
+        cur = std::move(next);
+    }
+    return cur;
+}
+
+Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path, int) {
+    auto parts = components(path);
+    if (parts.empty()) return Status(Code::invalid, "the root has no parent");
+    std::string dir;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) dir += "/" + parts[i];
+    auto d = walk(dir.empty() ? "/" : dir, true);
+    if (!d.ok()) return d.status();
+    if (d->type != 2) return Status(Code::not_dir, dir + " is not a directory");
+    return std::make_pair(d->ino, parts.back());
+}
+
+// ---- namespace ------------------------------------------------------------------------------
+
+Result<proto::Attr> Client::stat(const std::string& path) {
+    auto a = walk(path, true);
+    if (!a.ok()) return with_path(a.status(), "stat", path);
+    return a;
+}
+
+Result<proto::Attr> Client::lstat(const std::string& path) {
+    auto a = walk(path, false);
+    if (!a.ok()) return with_path(a.status(), "lstat", path);
+    return a;
+}
+
+Result<proto::Attr> Client::mkdir(const std::string& path, uint32_t mode) {
+    auto p = parent_of(path);
+    if (!p.ok()) return with_path(p.status(), "mkdir", path);
+    auto a = rpc::call<proto::Mkdir>(at(p->first), proto::MkdirRequest{cred_, p->first, p->second, mode});
+    if (!a.ok()) return with_path(a.status(), "mkdir", path);
+    return a;
+}
+
+Status Client::rmdir(const std::string& path) {
+    auto p = parent_of(path);
+    if (!p.ok()) return with_path(p.status(), "rmdir", path);
+    auto r = rpc::call<proto::Rmdir>(at(p->first), proto::NameRequest{cred_, p->first, p->second});
+    return r.ok() ? Status::OK() : with_path(r.status(), "rmdir", path);
+}
+
+Status Client::unlink(const std::string& path) {
+    auto p = parent_of(path);
+    if (!p.ok()) return with_path(p.status(), "unlink", path);
+    auto r = rpc::call<proto::Unlink>(at(p->first), proto::NameRequest{cred_, p->first, p->second});
+    if (!r.ok()) return with_path(r.status(), "unlink", path);
+    if (r->last_link && r->attr.type == 1) {
+        Status s = io_->remove_file(r->attr.ino);
+        if (!s.ok()) return with_path(s, "remove data of", path);
+    }
+    return Status::OK();
+}
+
+Status Client::rename(const std::string& from, const std::string& to, uint32_t flags) {
+    auto a = parent_of(from);
+    if (!a.ok()) return with_path(a.status(), "rename", from);
+    auto b = parent_of(to);
+    if (!b.ok()) return with_path(b.status(), "rename to", to);
+    auto r = rpc::call<proto::Rename>(at(a->first),
+                                      proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
+    if (!r.ok()) return with_path(r.status(), "rename " + from + " to", to);
+    if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1) {
+        Status s = io_->remove_file(r->replaced->attr.ino);
+        if (!s.ok()) return with_path(s, "remove data of replaced", to);
+    }
+    return Status::OK();
+}
+
+Result<std::vector<proto::DirEntry>> Client::list(const std::string& path) {
+    auto d = walk(path, true);
+    if (!d.ok()) return with_path(d.status(), "list", path);
+    if (d->type != 2) return Status(Code::not_dir, "list " + path + ": not a directory");
+    std::vector<proto::DirEntry> all;
+    std::string after;
+    for (;;) {
+        auto page = rpc::call<proto::Readdir>(at(d->ino), proto::ReaddirRequest{cred_, d->ino, after, 1000});
+        if (!page.ok()) return with_path(page.status(), "list", path);
+        for (auto& e : page->entries) all.push_back(std::move(e));
+        if (!page->more || all.empty()) break;
+        after = all.back().name;
+    }
+    return all;
+}
+
+Result<proto::Attr> Client::symlink(const std::string& target, const std::string& path) {
+    auto p = parent_of(path);
+    if (!p.ok()) return with_path(p.status(), "symlink", path);
+    auto a = rpc::call<proto::Symlink>(at(p->first), proto::SymlinkRequest{cred_, p->first, p->second, target});
+    if (!a.ok()) return with_path(a.status(), "symlink", path);
+    return a;
+}
+
+Status Client::truncate(const std::string& path, uint64_t size) {
+    auto a = stat(path);
+    if (!a.ok()) return a.status();
+    if (a->type == 2) return Status(Code::is_dir, "truncate " + path + ": is a directory");
+    proto::SetattrRequest req;
+    req.cred = cred_;
+    req.ino = a->ino;
+    req.size = size;
+    auto r = rpc::call<proto::Setattr>(at(a->ino), req);
+    if (!r.ok()) return with_path(r.status(), "truncate", path);
+    if (size < a->size) return io_->truncate_chunks(a->ino, Layout{a->chunk_size, a->stripe_count}, a->size, size);
+    return Status::OK();
+}
+
+Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& layout) {
+    auto a = stat(path);
+    if (!a.ok()) return a.status();
+    auto r = rpc::call<proto::SetLayout>(
+        at(a->ino), proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count});
+    if (!r.ok()) return with_path(r.status(), "set layout of", path);
+    return r;
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, uint32_t mode, const Layout& layout) {
+    Result<proto::Attr> a = Status(Code::internal, "unset");
+    if (flags & O_CREAT) {
+        auto p = parent_of(path);
+        if (!p.ok()) return with_path(p.status(), "open", path);
+        a = rpc::call<proto::Create>(at(p->first),
+                                     proto::CreateRequest{cred_, p->first, p->second, mode, (flags & O_EXCL) != 0,
+                                                          static_cast<uint32_t>(layout.chunk_size), layout.stripe_count});
+    } else {
+        a = walk(path, true);
+    }
+    if (!a.ok()) return with_path(a.status(), "open", path);
+    if (a->type == 2 && (flags & O_ACCMODE) != O_RDONLY) return Status(Code::is_dir, "open " + path + ": is a directory");
+    auto f = std::make_unique<File>();
+    f->ino = a->ino;
+    f->layout = Layout{a->chunk_size ? a->chunk_size : 4ull << 20, a->stripe_count};
+    f->flags = flags;
+    f->size_at_open = a->size;
+    if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && a->size > 0) {
+        proto::SetattrRequest req;
+        req.cred = cred_;
+        req.ino = a->ino;
+        req.size = 0;
+        auto r = rpc::call<proto::Setattr>(at(a->ino), req);
+        if (!r.ok()) return with_path(r.status(), "truncate", path);
+        Status s = io_->truncate_chunks(a->ino, f->layout, a->size, 0);
+        if (!s.ok()) return with_path(s, "truncate", path);
+        f->size_at_open = 0;
+    }
+    return f;
+}
+
+Status Client::pwrite(File& f, uint64_t offset, std::span<const uint8_t> data) {
+    if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, "file not open for writing");
+    Status s = io_->pwrite(f.ino, f.layout, offset, data);
+    if (!s.ok()) return s;
+    const uint64_t end = offset + data.size();
+    uint64_t cur = f.high_water.load();
+    while (end > cur && !f.high_water.compare_exchange_weak(cur, end)) {
+    }
+    f.dirty = true;
+    return Status::OK();
+}
+
+Result<size_t> Client::pread(File& f, uint64_t offset, std::span<uint8_t> out) {
+    if ((f.flags & O_ACCMODE) == O_WRONLY) return Status(Code::bad_handle, "file not open for reading");
+    return io_->pread(f.ino, f.layout, f.size(), offset, out);
+}
+
+Status Client::settle_size(File& f) {
+    if (!f.dirty.exchange(false)) return Status::OK();
+    auto r = rpc::call<proto::ExtendSize>(at(f.ino), proto::ExtendSizeRequest{f.ino, f.high_water.load()});
+    if (!r.ok()) {
+        f.dirty = true;
+        return r.status().with_context("settle file size");
+    }
+    f.size_at_open = std::max(f.size_at_open, r->size);
+    return Status::OK();
+}
+
+Status Client::fsync(File& f) {
+    Status s = io_->sync(f.ino, f.layout, f.size());
+    if (!s.ok()) return s;
+    return settle_size(f);
+}
+
+Status Client::close(File& f) { return settle_size(f); }
+
+} // namespace jobfs::client

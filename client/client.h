@@ -1,0 +1,91 @@
+// client.h: libjobfs's C++ API: paths, directories and files of a jobfs file system.
+//
+// A Client holds one transport worker and a connection to every daemon of the cluster
+// descriptor. Each namespace request goes to the daemon that owns the shard of the inode or
+// directory it names; file data goes straight to the chunk daemons (FileIO), so N processes
+// writing one checkpoint never meet on a metadata daemon while they write. The file length is
+// settled at close, fsync or sync (the highest byte written), as docs/design.md explains.
+//
+// Thread safety: every method may be called from any thread; a File may be used by several
+// threads at once (its high-water mark is atomic).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "client/cluster.h"
+#include "client/file_io.h"
+#include "client/layout.h"
+#include "daemon_protocol.h"
+#include "result.h"
+#include "worker.h"
+
+namespace jobfs::client {
+
+struct ClientOptions {
+    std::chrono::milliseconds timeout{30000}; // deadline of every request
+    // Whose rights requests carry; default: this process's uid, gid and groups.
+    std::optional<proto::Cred> cred;
+};
+
+// An open file. Obtained from Client::open, ended with Client::close.
+struct File {
+    uint64_t ino = 0;
+    Layout layout;
+    int flags = 0;                        // O_RDONLY / O_WRONLY / O_RDWR, O_APPEND…
+    uint64_t size_at_open = 0;
+    std::atomic<uint64_t> high_water{0};  // end of the furthest byte this handle wrote
+    std::atomic<bool> dirty{false};       // written since the size was last settled
+    uint64_t size() const { return std::max(size_at_open, high_water.load()); }
+};
+
+class Client {
+public:
+    static Result<std::unique_ptr<Client>> connect(const ClusterInfo& cluster, const ClientOptions& options = {});
+    // Connects to the cluster named by $JOBFS_CLUSTER.
+    static Result<std::unique_ptr<Client>> connect_env(const ClientOptions& options = {});
+
+    // ---- namespace (paths are absolute within jobfs: "/ckpt/step100") --------------------
+    Result<proto::Attr> stat(const std::string& path);   // follows a final symlink
+    Result<proto::Attr> lstat(const std::string& path);
+    Result<proto::Attr> mkdir(const std::string& path, uint32_t mode = 0755);
+    Status rmdir(const std::string& path);
+    Status unlink(const std::string& path);               // the data goes with the last link
+    Status rename(const std::string& from, const std::string& to, uint32_t flags = 0);
+    Result<std::vector<proto::DirEntry>> list(const std::string& path);
+    Result<proto::Attr> symlink(const std::string& target, const std::string& path);
+    Status truncate(const std::string& path, uint64_t size);
+    Result<proto::Attr> set_layout(const std::string& path, const Layout& layout);
+
+    // ---- files ---------------------------------------------------------------------------
+    // flags as open(2): O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC.
+    Result<std::unique_ptr<File>> open(const std::string& path, int flags, uint32_t mode = 0644,
+                                       const Layout& layout = {0, 0});
+    Status pwrite(File& f, uint64_t offset, std::span<const uint8_t> data);
+    Result<size_t> pread(File& f, uint64_t offset, std::span<uint8_t> out);
+    Status fsync(File& f);  // data durable on the daemons, size settled
+    Status close(File& f);  // size settled
+
+    uint32_t daemon_count() const { return static_cast<uint32_t>(eps_.size()); }
+    const std::vector<transport::Endpoint>& daemons() const { return eps_; }
+    const proto::Cred& cred() const { return cred_; }
+
+private:
+    Client() = default;
+    const transport::Endpoint& at(uint64_t ino) const { return eps_[proto::shard_of(ino) % eps_.size()]; }
+    // Resolves path to its parent directory's inode and the last component.
+    Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path, int depth = 0);
+    Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0);
+    Status settle_size(File& f);
+
+    std::unique_ptr<transport::Worker> worker_;
+    std::vector<transport::Endpoint> eps_;
+    std::unique_ptr<FileIO> io_;
+    proto::Cred cred_;
+    std::chrono::milliseconds timeout_{30000};
+};
+
+} // namespace jobfs::client

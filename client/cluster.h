@@ -1,0 +1,31 @@
+// cluster.h: the cluster descriptor, the one file through which every client finds the
+// daemons of a job ($JOBFS_CLUSTER). `jobfs local up` and the Slurm plugin write it:
+//
+//     # jobfs cluster descriptor
+//     version = 1
+//     daemons = n1:7117,n2:7117,n3:7117     # host:port of every daemon, in rank order
+//     secret = 3f9c…                        # the job secret clients present
+//
+// It is readable only by the job's user (mode 0600), since it holds the secret.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "result.h"
+
+namespace jobfs::client {
+
+struct ClusterInfo {
+    std::vector<std::string> daemons; // host:port by rank
+    std::string secret;
+};
+
+// Reads a descriptor; errors name the file and line.
+Result<ClusterInfo> read_cluster(const std::string& path);
+// The descriptor named by $JOBFS_CLUSTER.
+Result<ClusterInfo> read_cluster_from_env();
+// Writes a descriptor atomically (temporary file, then rename) with mode 0600.
+Status write_cluster(const std::string& path, const ClusterInfo& info);
+
+} // namespace jobfs::client

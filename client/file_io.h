@@ -1,0 +1,71 @@
+// file_io.h: the client's striped data path: file bytes to and from the chunk daemons.
+//
+// FileIO turns a byte range of a file into one chunk RPC per chunk it touches (layout.h says
+// which daemon holds which chunk) and runs them concurrently, so a large write or read moves
+// data to and from every daemon of the stripe at once. It knows nothing about metadata: the
+// caller passes the layout and, for reads, the file size it got from the metadata shard
+// (design.md: holes inside the size read zeros, reads past it stop at EOF).
+//
+// Bulk data never gets copied: writes send from the caller's buffer and reads land in it, by
+// UCX rendezvous. Hence the one rule every method keeps: it returns only after every call it
+// started has completed, even when an early piece failed, because until then the transport
+// may still read or write the caller's memory.
+//
+// Errors: the first failure to arrive decides the result; its code is passed through unchanged
+// (no_space, io, peer_gone, timeout...) with the operation, inode, chunk and daemon added in
+// front of the message. After a failure no further pieces are started. A failed pwrite may
+// have written some of its pieces (as a failed POSIX write may have).
+//
+// Thread safety: all methods may be called concurrently from any threads, but not from a
+// transport callback (they block).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "client/layout.h"
+#include "result.h"
+#include "worker.h"
+
+namespace jobfs::client {
+
+class FileIO {
+public:
+    // Calls in flight per FileIO call: enough to keep every daemon of a wide stripe busy with
+    // a few chunks each, few enough that one huge request does not flood the endpoints.
+    static constexpr size_t kMaxInFlight = 32;
+
+    // `daemons[r]` is the connection to the daemon of rank r; `timeout` is every call's deadline.
+    explicit FileIO(std::vector<transport::Endpoint> daemons,
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000});
+
+    // Writes `data` at `offset` of file `ino`.
+    Status pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const;
+
+    // Reads min(out.size(), file_size - offset) bytes at `offset` into `out` (0 at or past EOF).
+    // Bytes inside file_size that no chunk holds (holes, absent chunks) read as zeros.
+    Result<size_t> pread(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset,
+                         std::span<uint8_t> out) const;
+
+    // Cuts the chunks past new_size when a file shrinks from old_size (growing leaves holes and
+    // needs nothing).
+    Status truncate_chunks(uint64_t ino, const Layout& layout, uint64_t old_size, uint64_t new_size) const;
+
+    // Removes every chunk of the file from every daemon (chunks may be anywhere).
+    Status remove_file(uint64_t ino) const;
+
+    // Makes the chunks of the file below `size` durable on their daemons.
+    Status sync(uint64_t ino, const Layout& layout, uint64_t size) const;
+
+    uint32_t daemon_count() const { return static_cast<uint32_t>(daemons_.size()); }
+
+private:
+    Status check(const Layout& layout) const;
+
+    std::vector<transport::Endpoint> daemons_;
+    std::chrono::milliseconds timeout_;
+};
+
+} // namespace jobfs::client

@@ -1,0 +1,24 @@
+# client/: the client library (a convenience library until libjobfs gets its public API).
+noinst_LTLIBRARIES += client/libjobfs_client.la
+client_libjobfs_client_la_SOURCES = \
+	client/layout.h \
+	client/file_io.h client/file_io.cc \
+	client/cluster.h client/cluster.cc \
+	client/client.h client/client.cc \
+	client/local_cluster.h client/local_cluster.cc
+client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
+client_libjobfs_client_la_LIBADD = ucx-transport/libjobfs_transport.la
+
+# Striped data path against three in-process daemons (server/ only as the test's peers).
+check_PROGRAMS += tests/unit/file_io_test
+tests_unit_file_io_test_SOURCES = tests/unit/file_io_test.cc
+tests_unit_file_io_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_file_io_test_LDADD = client/libjobfs_client.la server/libjobfs_server.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/file_io_test
+
+# libjobfs against three real jobfsd processes (LocalCluster starts the jobfsd of this tree).
+check_PROGRAMS += tests/unit/client_test
+tests_unit_client_test_SOURCES = tests/unit/client_test.cc
+tests_unit_client_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_client_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/client_test

@@ -1,0 +1,173 @@
+#include "client/local_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace jobfs::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Result<uint16_t> free_port() {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return Status::from_errno(errno, "socket");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int rc = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    if (rc == 0) rc = ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    Status st = rc == 0 ? Status::OK() : Status::from_errno(errno, "pick a free port");
+    ::close(s);
+    if (!st.ok()) return st;
+    return ntohs(a.sin_port);
+}
+
+// Reads from fd until a full line arrives or the deadline passes.
+Result<std::string> read_line(int fd, Clock::time_point deadline) {
+    std::string line;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) return Status(Code::timeout, "no ready line in time");
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+        char c;
+        ssize_t n = ::read(fd, &c, 1);
+        if (n <= 0) return Status(Code::io, "jobfsd exited before it was ready");
+        if (c == '\n') return line;
+        line += c;
+    }
+}
+
+} // namespace
+
+Result<std::string> make_secret() {
+    unsigned char b[16];
+    if (::getrandom(b, sizeof b, 0) != sizeof b) return Status::from_errno(errno, "getrandom");
+    static const char* hex = "0123456789abcdef";
+    std::string s;
+    for (unsigned char c : b) {
+        s += hex[c >> 4];
+        s += hex[c & 15];
+    }
+    return s;
+}
+
+Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOptions& options) {
+    if (options.daemons == 0) return Status(Code::invalid, "at least one daemon");
+    if (::access(options.jobfsd.c_str(), X_OK) != 0) return Status::from_errno(errno, "jobfsd at " + options.jobfsd);
+    if (::mkdir(options.dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::from_errno(errno, "create " + options.dir);
+    std::unique_ptr<LocalCluster> c(new LocalCluster(options));
+    auto secret = make_secret();
+    if (!secret.ok()) return secret.status();
+    c->info_.secret = *secret;
+    const std::string secret_file = options.dir + "/secret";
+    {
+        int fd = ::open(secret_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) return Status::from_errno(errno, "create " + secret_file);
+        bool ok = ::write(fd, secret->data(), secret->size()) == static_cast<ssize_t>(secret->size());
+        ::close(fd);
+        if (!ok) return Status::from_errno(errno, "write " + secret_file);
+    }
+    std::string list;
+    for (uint32_t r = 0; r < options.daemons; ++r) {
+        auto port = free_port();
+        if (!port.ok()) return port.status();
+        c->info_.daemons.push_back("127.0.0.1:" + std::to_string(*port));
+        list += (r ? "," : "") + c->info_.daemons.back();
+    }
+    std::vector<int> outs;
+    for (uint32_t r = 0; r < options.daemons; ++r) {
+        std::vector<std::string> args{options.jobfsd, "--data-dir", options.dir + "/data" + std::to_string(r),
+                                      "--listen", "127.0.0.1",
+                                      "--port", c->info_.daemons[r].substr(c->info_.daemons[r].rfind(':') + 1),
+                                      "--rank", std::to_string(r),
+                                      "--daemons", list,
+                                      "--secret-file", secret_file,
+                                      "--startup-timeout-ms", std::to_string(options.ready_timeout.count())};
+        args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe");
+        std::string log = options.dir + "/jobfsd." + std::to_string(r) + ".log";
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::dup2(fds[1], STDOUT_FILENO);
+            int lf = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+            if (lf >= 0) ::dup2(lf, STDERR_FILENO);
+            ::execv(argv[0], argv.data());
+            _exit(127);
+        }
+        ::close(fds[1]);
+        if (pid < 0) {
+            ::close(fds[0]);
+            return Status::from_errno(errno, "fork");
+        }
+        c->pids_.push_back(pid);
+        outs.push_back(fds[0]);
+    }
+    const auto deadline = Clock::now() + options.ready_timeout + std::chrono::seconds(5);
+    Status failed;
+    for (uint32_t r = 0; r < options.daemons; ++r) {
+        auto line = read_line(outs[r], deadline);
+        if (failed.ok() && (!line.ok() || line->rfind("ready ", 0) != 0))
+            failed = Status(line.ok() ? Code::io : line.status().code(),
+                            "jobfsd " + std::to_string(r) + " did not start (" +
+                                (line.ok() ? *line : line.status().message()) + "); see " + options.dir + "/jobfsd." +
+                                std::to_string(r) + ".log");
+    }
+    for (int fd : outs) ::close(fd);
+    if (!failed.ok()) return failed; // the destructor stops whatever did start
+    Status w = write_cluster(c->descriptor_path(), c->info_);
+    if (!w.ok()) return w;
+    return c;
+}
+
+LocalCluster::~LocalCluster() { (void)stop(std::chrono::milliseconds(5000)); }
+
+Status LocalCluster::stop(std::chrono::milliseconds grace) {
+    for (pid_t p : pids_)
+        if (p > 0) ::kill(p, SIGTERM);
+    Status result;
+    const auto deadline = Clock::now() + grace;
+    for (pid_t& p : pids_) {
+        if (p <= 0) continue;
+        int status = 0;
+        for (;;) {
+            pid_t r = ::waitpid(p, &status, WNOHANG);
+            if (r == p) break;
+            if (Clock::now() >= deadline) {
+                ::kill(p, SIGKILL);
+                ::waitpid(p, &status, 0);
+                if (result.ok()) result = Status(Code::timeout, "jobfsd pid " + std::to_string(p) + " ignored SIGTERM");
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        if (result.ok() && (!WIFEXITED(status) || WEXITSTATUS(status) != 0) && !WIFSIGNALED(status))
+            result = Status(Code::io, "jobfsd pid " + std::to_string(p) + " exited with " + std::to_string(WEXITSTATUS(status)));
+        p = -1;
+    }
+    return result;
+}
+
+void LocalCluster::kill(uint32_t rank) {
+    if (rank >= pids_.size() || pids_[rank] <= 0) return;
+    ::kill(pids_[rank], SIGKILL);
+    int status;
+    ::waitpid(pids_[rank], &status, 0);
+    pids_[rank] = -1;
+}
+
+} // namespace jobfs::client

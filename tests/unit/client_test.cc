@@ -1,0 +1,239 @@
+// client_test: libjobfs against three real jobfsd processes on loopback (LocalCluster).
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "client/client.h"
+#include "client/local_cluster.h"
+
+namespace jobfs::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string jobfsd_path() {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    std::string dir(self);
+    return dir.substr(0, dir.rfind('/')) + "/../../server/jobfsd";
+}
+
+std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t x = rng();
+        for (size_t j = 0; j < 8 && i + j < n; ++j) v[i + j] = static_cast<uint8_t>(x >> (8 * j));
+    }
+    return v;
+}
+
+class ClientTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/jobfs-client-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        start();
+    }
+    void start() {
+        LocalClusterOptions o;
+        o.jobfsd = jobfsd_path();
+        o.dir = dir;
+        o.daemons = 3;
+        o.extra_args = {"--chunk-size", "1M"};
+        auto c = LocalCluster::start(o);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        cluster = std::move(*c);
+        auto cl = Client::connect(cluster->info());
+        ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+        client = std::move(*cl);
+    }
+    void TearDown() override {
+        client.reset();
+        cluster.reset();
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    Status write_file(const std::string& path, const std::vector<uint8_t>& data) {
+        auto f = client->open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644, Layout{1 << 20, 0});
+        if (!f.ok()) return f.status();
+        Status s = client->pwrite(**f, 0, data);
+        if (!s.ok()) return s;
+        return client->close(**f);
+    }
+    Result<std::vector<uint8_t>> read_file(const std::string& path) {
+        auto f = client->open(path, O_RDONLY);
+        if (!f.ok()) return f.status();
+        std::vector<uint8_t> out((*f)->size());
+        auto n = client->pread(**f, 0, out);
+        if (!n.ok()) return n.status();
+        out.resize(*n);
+        return out;
+    }
+
+    std::string dir;
+    std::unique_ptr<LocalCluster> cluster;
+    std::unique_ptr<Client> client;
+};
+
+TEST_F(ClientTest, NamespaceOperationsAndTheirErrors) {
+    ASSERT_TRUE(client->mkdir("/a").ok());
+    ASSERT_TRUE(client->mkdir("/a/b").ok());
+    ASSERT_TRUE(client->mkdir("/a/b/c").ok());
+    ASSERT_TRUE(write_file("/a/b/c/file", pattern(1000, 1)).ok());
+    EXPECT_EQ(client->stat("/a/b/c/file")->size, 1000u);
+    EXPECT_EQ(client->mkdir("/a").status().code(), Code::exists);
+    EXPECT_EQ(client->stat("/nope/x").status().code(), Code::not_found);
+    EXPECT_EQ(client->mkdir("/a/b/c/file/sub").status().code(), Code::not_dir);
+    EXPECT_EQ(client->open("/a/b", O_WRONLY).status().code(), Code::is_dir);
+    EXPECT_EQ(client->rmdir("/a/b").code(), Code::not_empty);
+    EXPECT_EQ(client->open("/a/b/c/file", O_WRONLY | O_CREAT | O_EXCL).status().code(), Code::exists);
+    auto names = client->list("/a/b/c");
+    ASSERT_TRUE(names.ok());
+    ASSERT_EQ(names->size(), 1u);
+    EXPECT_EQ((*names)[0].name, "file");
+    ASSERT_TRUE(client->rename("/a/b/c/file", "/a/b/c/renamed").ok());
+    EXPECT_EQ(client->stat("/a/b/c/file").status().code(), Code::not_found);
+    EXPECT_EQ(*read_file("/a/b/c/renamed"), pattern(1000, 1));
+    ASSERT_TRUE(client->symlink("/a/b/c", "/short").ok());
+    EXPECT_EQ(client->stat("/short/renamed")->size, 1000u);
+    ASSERT_TRUE(client->unlink("/a/b/c/renamed").ok());
+    ASSERT_TRUE(client->rmdir("/a/b/c").ok());
+    EXPECT_EQ(client->stat("/a/b/c").status().code(), Code::not_found);
+}
+
+TEST_F(ClientTest, EightWritersOneCheckpointByteExact) {
+    constexpr size_t kBlock = 8 << 20, kWriters = 8;
+    {
+        auto f = client->open("/ckpt", O_WRONLY | O_CREAT, 0644, Layout{1 << 20, 0});
+        ASSERT_TRUE(f.ok());
+        ASSERT_TRUE(client->close(**f).ok());
+    }
+    std::vector<std::thread> ts;
+    std::atomic<int> ok{0};
+    for (size_t w = 0; w < kWriters; ++w) {
+        ts.emplace_back([&, w] {
+            // Each writer is its own client, as separate processes would be.
+            auto c = Client::connect(cluster->info());
+            if (!c.ok()) return;
+            auto f = (*c)->open("/ckpt", O_WRONLY);
+            if (!f.ok()) return;
+            auto data = pattern(kBlock, w);
+            if ((*c)->pwrite(**f, w * kBlock, data).ok() && (*c)->close(**f).ok()) ++ok;
+        });
+    }
+    for (auto& t : ts) t.join();
+    ASSERT_EQ(ok.load(), static_cast<int>(kWriters));
+    auto st = client->stat("/ckpt");
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->size, kBlock * kWriters); // exact after every writer's close
+    auto back = read_file("/ckpt");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    ASSERT_EQ(back->size(), kBlock * kWriters);
+    for (size_t w = 0; w < kWriters; ++w)
+        ASSERT_TRUE(std::equal(back->begin() + w * kBlock, back->begin() + (w + 1) * kBlock, pattern(kBlock, w).begin()))
+            << "block of writer " << w;
+}
+
+TEST_F(ClientTest, LengthIsSettledAtCloseAndFsync) {
+    auto f = client->open("/lazy", O_RDWR | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(client->pwrite(**f, 0, pattern(3 << 20, 2)).ok());
+    EXPECT_EQ(client->stat("/lazy")->size, 0u); // not settled yet: no metadata call per write
+    ASSERT_TRUE(client->fsync(**f).ok());
+    EXPECT_EQ(client->stat("/lazy")->size, 3u << 20);
+    ASSERT_TRUE(client->pwrite(**f, 5 << 20, pattern(100, 3)).ok());
+    ASSERT_TRUE(client->close(**f).ok());
+    EXPECT_EQ(client->stat("/lazy")->size, (5u << 20) + 100);
+}
+
+TEST_F(ClientTest, SparseFilesReadZerosInHoles) {
+    auto f = client->open("/sparse", O_RDWR | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(client->pwrite(**f, 20 << 20, pattern(10, 4)).ok());
+    ASSERT_TRUE(client->close(**f).ok());
+    auto g = client->open("/sparse", O_RDONLY);
+    ASSERT_TRUE(g.ok());
+    std::vector<uint8_t> mid(4 << 20, 0xff);
+    auto n = client->pread(**g, 7 << 20, mid);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, mid.size());
+    EXPECT_TRUE(std::all_of(mid.begin(), mid.end(), [](uint8_t c) { return c == 0; }));
+    // The holes take no disk: every daemon holds at most the one chunk that was written.
+    size_t chunk_files = 0;
+    for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().parent_path().parent_path().filename() == "chunks" &&
+            e.path().extension() != ".crc")
+            ++chunk_files;
+    EXPECT_EQ(chunk_files, 1u);
+}
+
+TEST_F(ClientTest, UnlinkRemovesTheData) {
+    ASSERT_TRUE(write_file("/big", pattern(6 << 20, 5)).ok());
+    auto count = [&] {
+        size_t n = 0;
+        for (auto& e : fs::recursive_directory_iterator(dir))
+            if (e.is_regular_file() && e.path().parent_path().parent_path().filename() == "chunks") ++n;
+        return n;
+    };
+    EXPECT_GE(count(), 6u);
+    ASSERT_TRUE(client->unlink("/big").ok());
+    EXPECT_EQ(count(), 0u);
+    EXPECT_EQ(client->stat("/big").status().code(), Code::not_found);
+}
+
+TEST_F(ClientTest, TruncateShrinksAndRegrowsWithZeros) {
+    ASSERT_TRUE(write_file("/t", pattern(3 << 20, 6)).ok());
+    ASSERT_TRUE(client->truncate("/t", 1000).ok());
+    EXPECT_EQ(client->stat("/t")->size, 1000u);
+    ASSERT_TRUE(client->truncate("/t", 2 << 20).ok());
+    auto back = read_file("/t");
+    ASSERT_TRUE(back.ok());
+    ASSERT_EQ(back->size(), 2u << 20);
+    auto orig = pattern(3 << 20, 6);
+    EXPECT_TRUE(std::equal(back->begin(), back->begin() + 1000, orig.begin()));
+    EXPECT_TRUE(std::all_of(back->begin() + 1000, back->end(), [](uint8_t c) { return c == 0; }));
+}
+
+TEST_F(ClientTest, RestartOnTheSameDataServesEverything) {
+    ASSERT_TRUE(client->mkdir("/keep").ok());
+    ASSERT_TRUE(write_file("/keep/data", pattern(5 << 20, 7)).ok());
+    client.reset();
+    ASSERT_TRUE(cluster->stop().ok());
+    cluster.reset();
+    start();
+    auto back = read_file("/keep/data");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, pattern(5 << 20, 7));
+}
+
+TEST_F(ClientTest, AnotherUserIsRefused) {
+    ClientOptions o;
+    o.cred = proto::Cred{1000, 1000, {}};
+    auto user = Client::connect(cluster->info(), o);
+    ASSERT_TRUE(user.ok());
+    EXPECT_EQ((*user)->mkdir("/mine").status().code(), Code::permission);
+    EXPECT_EQ((*user)->open("/f", O_WRONLY | O_CREAT).status().code(), Code::permission);
+}
+
+TEST_F(ClientTest, KilledDaemonFailsPromptlyNeverHangs) {
+    ASSERT_TRUE(write_file("/f", pattern(6 << 20, 8)).ok());
+    cluster->kill(1);
+    auto t0 = std::chrono::steady_clock::now();
+    auto back = read_file("/f"); // its chunks are on every daemon, one of them dead
+    ASSERT_FALSE(back.ok());
+    EXPECT_EQ(back.status().to_errno() == ENOTCONN || back.status().to_errno() == ECONNREFUSED ||
+                  back.status().to_errno() == EIO || back.status().to_errno() == ECANCELED,
+              true)
+        << back.status().to_string();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+} // namespace
+} // namespace jobfs::client
