@@ -3,8 +3,8 @@
 # Finds a jobfs program: $JOBFS_BENCH_BIN, then an installed tree, then a build tree.
 bench_find() {
   name=$1
-  for d in ${JOBFS_BENCH_BIN:-} /usr/local/libexec/jobfs /usr/libexec/jobfs \
-           "$BENCH_DIR/../build/bench" "$BENCH_DIR/../bench"; do
+  for d in ${JOBFS_BENCH_BIN:-} /usr/local/libexec/jobfs /usr/libexec/jobfs /usr/local/bin \
+           "$BENCH_DIR/../build/bench" "$BENCH_DIR/../build/client" "$BENCH_DIR/../bench"; do
     if [ -x "$d/$name" ]; then echo "$d/$name"; return 0; fi
   done
   echo "bench: $name not found; build and install jobfs first (make install), or set JOBFS_BENCH_BIN" >&2

@@ -2,4 +2,4 @@
 pkglibexec_PROGRAMS += bench/jobfs-bench-transport
 bench_jobfs_bench_transport_SOURCES = bench/transport_bench.cc
 bench_jobfs_bench_transport_LDADD = ucx-transport/libjobfs_transport.la $(BOOST_PO_LIBS)
-EXTRA_DIST += bench/run bench/transport bench/lib.sh bench/README.md
+EXTRA_DIST += bench/run bench/transport bench/ckpt bench/lib.sh bench/README.md

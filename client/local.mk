@@ -22,3 +22,7 @@ tests_unit_client_test_SOURCES = tests/unit/client_test.cc
 tests_unit_client_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_client_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/client_test
+
+bin_PROGRAMS += client/jobfs
+client_jobfs_SOURCES = client/jobfs_cli.cc
+client_jobfs_LDADD = client/libjobfs_client.la $(BOOST_PO_LIBS)

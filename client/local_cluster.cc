@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <thread>
 
 namespace jobfs::client {
@@ -103,6 +104,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
         std::string log = options.dir + "/jobfsd." + std::to_string(r) + ".log";
         pid_t pid = ::fork();
         if (pid == 0) {
+            ::setsid(); // its own session: a terminal's Ctrl-C for the starter does not reach it
             ::dup2(fds[1], STDOUT_FILENO);
             int lf = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
             if (lf >= 0) ::dup2(lf, STDERR_FILENO);
@@ -160,6 +162,50 @@ Status LocalCluster::stop(std::chrono::milliseconds grace) {
         p = -1;
     }
     return result;
+}
+
+Status LocalCluster::detach() {
+    const std::string path = options_.dir + "/pids";
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return Status::from_errno(errno, "write " + path);
+    for (pid_t p : pids_) std::fprintf(f, "%d\n", static_cast<int>(p));
+    std::fclose(f);
+    pids_.clear();
+    return Status::OK();
+}
+
+Status LocalCluster::stop_detached(const std::string& dir, std::chrono::milliseconds grace) {
+    const std::string path = dir + "/pids";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) return Status::from_errno(errno, "no local file system in " + dir + " (" + path + ")");
+    std::vector<pid_t> pids;
+    int p = 0;
+    while (std::fscanf(f, "%d", &p) == 1) pids.push_back(p);
+    std::fclose(f);
+    for (pid_t q : pids) ::kill(q, SIGTERM);
+    // Not our children any more: poll for them to be gone.
+    const auto deadline = Clock::now() + grace;
+    for (pid_t q : pids) {
+        while (::kill(q, 0) == 0 && Clock::now() < deadline) {
+            // A zombie answers kill(0) until reaped; /proc tells the difference.
+            char stat[64];
+            std::snprintf(stat, sizeof stat, "/proc/%d/stat", q);
+            FILE* s = std::fopen(stat, "r");
+            char state = 0;
+            if (s) {
+                if (std::fscanf(s, "%*d %*s %c", &state) != 1) state = 0;
+                std::fclose(s);
+            }
+            if (!s || state == 'Z') break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (Clock::now() >= deadline) {
+            ::kill(q, SIGKILL);
+            return Status(Code::timeout, "jobfsd pid " + std::to_string(q) + " ignored SIGTERM; killed");
+        }
+    }
+    ::unlink(path.c_str());
+    return Status::OK();
 }
 
 void LocalCluster::kill(uint32_t rank) {

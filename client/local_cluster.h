@@ -37,6 +37,10 @@ public:
 
     Status stop(std::chrono::milliseconds grace = std::chrono::milliseconds(15000));
     void kill(uint32_t rank); // SIGKILL one daemon (fault injection)
+    // Lets the daemons outlive this object (jobfs local up): their pids go to <dir>/pids, where
+    // stop_detached() finds them.
+    Status detach();
+    static Status stop_detached(const std::string& dir, std::chrono::milliseconds grace = std::chrono::milliseconds(15000));
 
 private:
     explicit LocalCluster(LocalClusterOptions o) : options_(std::move(o)) {}

@@ -2,7 +2,11 @@
 # GoogleTest programs and run through tests/gtest-driver, which reports every test case to the
 # automake harness, so the summary counts cases, not programs. Shell tests (.sh) come later.
 LOG_DRIVER = $(SHELL) $(top_srcdir)/tests/gtest-driver
-EXTRA_DIST += tests/gtest-driver tests/README.md
+# Shell tests (.sh) run with automake's own driver: exit status 0 passes.
+TEST_EXTENSIONS = .sh
+SH_LOG_DRIVER = $(SHELL) $(top_srcdir)/build-aux/test-driver
+EXTRA_DIST += tests/gtest-driver tests/README.md tests/cli_test.sh
+TESTS += tests/cli_test.sh
 
 UNIT_LIBS = ucx-transport/libjobfs_transport.la $(GTEST_LIBS) $(ISAL_LIBS)
 UNIT_FLAGS = $(AM_CXXFLAGS) $(GTEST_CFLAGS) $(ISAL_CFLAGS)

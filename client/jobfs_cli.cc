@@ -1,0 +1,536 @@
+// jobfs: the command-line tool. `jobfs help` lists the commands; `jobfs CMD --help` explains one.
+//
+//   jobfs local up [-n N] [--dir D]     start N daemons on this host, print the export line
+//   jobfs local down [--dir D]          stop them and remove what `local up` created
+//   jobfs status                        the daemons, their disks and namespaces
+//   jobfs ls|stat|mkdir|rm PATH…        namespace
+//   jobfs cp SRC DST                    copy between the local file system and jobfs
+//                                       (jobfs paths are written jobfs:/path)
+//   jobfs ckpt [-p P] [--block-mib M]   the checkpoint job: P processes write one shared file,
+//                                       read it back, verify it, and compare with the local disk
+// Exit status: 0 success, 1 failure (the reason on stderr), 2 bad usage.
+#include <boost/program_options.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "client/client.h"
+#include "client/local_cluster.h"
+#include "log.h"
+
+namespace po = boost::program_options;
+using namespace jobfs;
+using namespace jobfs::client;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int fail(const Status& s) {
+    std::fprintf(stderr, "jobfs: %s\n", s.message().empty() ? s.to_string().c_str() : s.message().c_str());
+    return 1;
+}
+
+int usage(const std::string& msg) {
+    std::fprintf(stderr, "jobfs: %s (jobfs help lists the commands)\n", msg.c_str());
+    return 2;
+}
+
+std::string default_local_dir() { return "/tmp/jobfs-local-" + std::to_string(getuid()); }
+
+std::string self_dir() {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    std::string d(self);
+    return d.substr(0, d.rfind('/'));
+}
+
+// jobfsd: $JOBFSD, next to an installed jobfs (../sbin), in a build tree (../server), or PATH.
+std::string find_jobfsd() {
+    if (const char* e = std::getenv("JOBFSD")) return e;
+    for (const std::string& c : {self_dir() + "/../sbin/jobfsd", self_dir() + "/../server/jobfsd"})
+        if (access(c.c_str(), X_OK) == 0) return c;
+    return "jobfsd";
+}
+
+// Parses a subcommand's options; returns false (after printing help or an error) when the
+// command should not run, with the exit code in *rc.
+bool parse(int argc, char** argv, po::options_description& desc, po::positional_options_description& pos,
+           po::variables_map& vm, const char* synopsis, int* rc) {
+    desc.add_options()("help,h", "this help");
+    try {
+        po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        *rc = usage(e.what());
+        return false;
+    }
+    if (vm.count("help")) {
+        std::cout << "usage: " << synopsis << "\n\n" << desc;
+        *rc = 0;
+        return false;
+    }
+    return true;
+}
+
+Result<std::unique_ptr<Client>> connect() { return Client::connect_env(); }
+
+std::string type_char(uint8_t t) { return t == 2 ? "d" : t == 3 ? "l" : "-"; }
+
+std::string mode_string(const proto::Attr& a) {
+    std::string s = type_char(a.type);
+    const char* rwx = "rwxrwxrwx";
+    for (int i = 0; i < 9; ++i) s += (a.mode & (0400 >> i)) ? rwx[i] : '-';
+    return s;
+}
+
+// ---- local up / down ------------------------------------------------------------------------
+
+int cmd_local(int argc, char** argv) {
+    if (argc < 2) return usage("local up or local down");
+    const std::string what = argv[1];
+    po::options_description desc("options");
+    std::string dir;
+    uint32_t n = 3;
+    std::string chunk;
+    desc.add_options()("dir,d", po::value(&dir)->default_value(default_local_dir()), "directory for data, logs and the descriptor")
+        ("daemons,n", po::value(&n)->default_value(3), "daemons to start (local up)")
+        ("chunk-size", po::value(&chunk)->default_value("4M"), "chunk size of the daemons (local up)");
+    po::positional_options_description pos;
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc - 1, argv + 1, desc, pos, vm, "jobfs local up|down [options]", &rc)) return rc;
+    if (what == "up") {
+        if (access((dir + "/pids").c_str(), F_OK) == 0)
+            return fail(Status(Code::exists, "a local file system already runs in " + dir + " (jobfs local down first)"));
+        LocalClusterOptions o;
+        o.jobfsd = find_jobfsd();
+        o.dir = dir;
+        o.daemons = n;
+        o.extra_args = {"--chunk-size", chunk};
+        auto c = LocalCluster::start(o);
+        if (!c.ok()) return fail(c.status().with_context("local up"));
+        Status d = (*c)->detach();
+        if (!d.ok()) return fail(d);
+        std::printf("jobfs: %u daemons up in %s\nexport JOBFS_CLUSTER=%s\n", n, dir.c_str(), (*c)->descriptor_path().c_str());
+        return 0;
+    }
+    if (what == "down") {
+        Status s = LocalCluster::stop_detached(dir);
+        if (!s.ok()) return fail(s);
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+        if (ec) return fail(Status(Code::io, "remove " + dir + ": " + ec.message()));
+        std::printf("jobfs: local file system in %s stopped and removed\n", dir.c_str());
+        return 0;
+    }
+    return usage("local up or local down, not '" + what + "'");
+}
+
+// ---- namespace commands ---------------------------------------------------------------------
+
+int cmd_status(int, char**) {
+    auto info = read_cluster_from_env();
+    if (!info.ok()) return fail(info.status());
+    auto c = Client::connect(*info);
+    if (!c.ok()) return fail(c.status());
+    std::printf("%-4s %-22s %12s %12s %10s %10s\n", "rank", "address", "disk total", "disk free", "inodes", "chunks");
+    for (uint32_t r = 0; r < (*c)->daemon_count(); ++r) {
+        const auto& ep = (*c)->daemons()[r];
+        auto space = transport::rpc::call<proto::DiskSpace>(ep, proto::Empty{});
+        auto counts = transport::rpc::call<proto::MetaCounts>(ep, proto::Empty{});
+        if (!space.ok()) return fail(space.status().with_context("daemon " + std::to_string(r)));
+        std::printf("%-4u %-22s %10.1f G %10.1f G %10llu %10llu\n", r, info->daemons[r].c_str(),
+                    space->total_bytes / 1e9, space->free_bytes / 1e9,
+                    counts.ok() ? static_cast<unsigned long long>(counts->inodes) : 0ull,
+                    static_cast<unsigned long long>(space->chunk_files));
+    }
+    return 0;
+}
+
+int cmd_ls(int argc, char** argv) {
+    po::options_description desc("options");
+    std::string path;
+    desc.add_options()("path", po::value(&path)->default_value("/"), "directory to list")("long,l", "sizes, modes, owners");
+    po::positional_options_description pos;
+    pos.add("path", 1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs ls [-l] [PATH]", &rc)) return rc;
+    auto c = connect();
+    if (!c.ok()) return fail(c.status());
+    auto a = (*c)->stat(path);
+    if (!a.ok()) return fail(a.status());
+    std::vector<std::pair<std::string, proto::Attr>> rows;
+    if (a->type != 2) {
+        rows.push_back({path, *a});
+    } else {
+        auto entries = (*c)->list(path);
+        if (!entries.ok()) return fail(entries.status());
+        for (auto& e : *entries) {
+            auto st = vm.count("long") ? (*c)->lstat(path + "/" + e.name) : Result<proto::Attr>(proto::Attr{});
+            rows.push_back({e.name, st.ok() ? *st : proto::Attr{}});
+        }
+    }
+    for (auto& [name, st] : rows) {
+        if (vm.count("long"))
+            std::printf("%s %6u %6u %14llu %s\n", mode_string(st).c_str(), st.uid, st.gid,
+                        static_cast<unsigned long long>(st.size), name.c_str());
+        else
+            std::printf("%s\n", name.c_str());
+    }
+    return 0;
+}
+
+int cmd_stat(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "--help")) return argc < 2 ? usage("stat PATH") : (std::puts("usage: jobfs stat PATH"), 0);
+    auto c = connect();
+    if (!c.ok()) return fail(c.status());
+    auto a = (*c)->lstat(argv[1]);
+    if (!a.ok()) return fail(a.status());
+    std::printf("  path: %s\n  type: %s\n inode: %llu (shard %u)\n  size: %llu\n  mode: %04o (%s)\n   uid: %u\n   gid: %u\n links: %u\n"
+                "layout: chunk %u bytes, stripe %u%s\n",
+                argv[1], a->type == 2 ? "directory" : a->type == 3 ? "symlink" : "file",
+                static_cast<unsigned long long>(a->ino), proto::shard_of(a->ino), static_cast<unsigned long long>(a->size),
+                a->mode & 07777, mode_string(*a).c_str(), a->uid, a->gid, a->nlink, a->chunk_size, a->stripe_count,
+                a->stripe_count == 0 ? " (all daemons)" : "");
+    return 0;
+}
+
+int cmd_mkdir(int argc, char** argv) {
+    po::options_description desc("options");
+    std::vector<std::string> paths;
+    desc.add_options()("parents,p", "make parents as needed, no error if existing")("path", po::value(&paths), "directories");
+    po::positional_options_description pos;
+    pos.add("path", -1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs mkdir [-p] PATH...", &rc)) return rc;
+    if (paths.empty()) return usage("mkdir needs a path");
+    auto c = connect();
+    if (!c.ok()) return fail(c.status());
+    for (const auto& p : paths) {
+        if (vm.count("parents")) {
+            std::string sofar;
+            std::stringstream ss(p);
+            for (std::string part; std::getline(ss, part, '/');) {
+                if (part.empty()) continue;
+                sofar += "/" + part;
+                auto r = (*c)->mkdir(sofar);
+                if (!r.ok() && r.status().code() != Code::exists) return fail(r.status());
+            }
+        } else {
+            auto r = (*c)->mkdir(p);
+            if (!r.ok()) return fail(r.status());
+        }
+    }
+    return 0;
+}
+
+Status remove_tree(Client& c, const std::string& path) {
+    auto a = c.lstat(path);
+    if (!a.ok()) return a.status();
+    if (a->type != 2) return c.unlink(path);
+    auto entries = c.list(path);
+    if (!entries.ok()) return entries.status();
+    for (auto& e : *entries) {
+        Status s = remove_tree(c, path + "/" + e.name);
+        if (!s.ok()) return s;
+    }
+    return c.rmdir(path);
+}
+
+int cmd_rm(int argc, char** argv) {
+    po::options_description desc("options");
+    std::vector<std::string> paths;
+    desc.add_options()("recursive,r", "remove directories and their contents")("path", po::value(&paths), "paths");
+    po::positional_options_description pos;
+    pos.add("path", -1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs rm [-r] PATH...", &rc)) return rc;
+    if (paths.empty()) return usage("rm needs a path");
+    auto c = connect();
+    if (!c.ok()) return fail(c.status());
+    for (const auto& p : paths) {
+        Status s = vm.count("recursive") ? remove_tree(**c, p) : (*c)->unlink(p);
+        if (!s.ok()) return fail(s);
+    }
+    return 0;
+}
+
+// ---- cp -------------------------------------------------------------------------------------
+
+void progress(const char* what, uint64_t done, uint64_t total, Clock::time_point t0) {
+    if (!isatty(STDERR_FILENO)) return;
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    int pct = total ? static_cast<int>(100.0 * done / total) : 100;
+    std::fprintf(stderr, "\r%s [%-40s] %3d%% %8.1f MB/s", what, std::string(pct * 40 / 100, '#').c_str(), pct,
+                 secs > 0 ? done / secs / 1e6 : 0.0);
+    if (done >= total) std::fputc('\n', stderr);
+}
+
+int cmd_cp(int argc, char** argv) {
+    po::options_description desc("options");
+    std::string src, dst;
+    size_t buf_mib = 64;
+    desc.add_options()("src", po::value(&src), "source: a local path or jobfs:/path")
+        ("dst", po::value(&dst), "destination: a local path or jobfs:/path")
+        ("buffer-mib", po::value(&buf_mib)->default_value(64), "MiB moved per request");
+    po::positional_options_description pos;
+    pos.add("src", 1).add("dst", 1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs cp SRC DST   (one of them jobfs:/path)", &rc)) return rc;
+    if (src.empty() || dst.empty()) return usage("cp needs SRC and DST");
+    const bool in = dst.rfind("jobfs:", 0) == 0, out = src.rfind("jobfs:", 0) == 0;
+    if (in == out) return usage("cp copies between the local file system and jobfs: prefix exactly one path with jobfs:");
+    auto c = connect();
+    if (!c.ok()) return fail(c.status());
+    std::vector<uint8_t> buf(buf_mib << 20);
+    const auto t0 = Clock::now();
+    if (in) {
+        int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return fail(Status::from_errno(errno, "open " + src));
+        struct stat st {};
+        fstat(fd, &st);
+        auto f = (*c)->open(dst.substr(6), O_WRONLY | O_CREAT | O_TRUNC, st.st_mode & 0777);
+        if (!f.ok()) {
+            ::close(fd);
+            return fail(f.status());
+        }
+        uint64_t off = 0;
+        for (;;) {
+            ssize_t n = ::read(fd, buf.data(), buf.size());
+            if (n < 0) {
+                ::close(fd);
+                return fail(Status::from_errno(errno, "read " + src));
+            }
+            if (n == 0) break;
+            Status s = (*c)->pwrite(**f, off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)));
+            if (!s.ok()) {
+                ::close(fd);
+                return fail(s.with_context("write " + dst));
+            }
+            off += static_cast<uint64_t>(n);
+            progress("cp", off, static_cast<uint64_t>(st.st_size), t0);
+        }
+        ::close(fd);
+        Status s = (*c)->close(**f);
+        if (!s.ok()) return fail(s);
+        return 0;
+    }
+    auto f = (*c)->open(src.substr(6), O_RDONLY);
+    if (!f.ok()) return fail(f.status());
+    int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(Status::from_errno(errno, "create " + dst));
+    const uint64_t size = (*f)->size();
+    for (uint64_t off = 0; off < size;) {
+        auto n = (*c)->pread(**f, off, buf);
+        if (!n.ok()) {
+            ::close(fd);
+            return fail(n.status().with_context("read " + src));
+        }
+        if (*n == 0) break;
+        if (::write(fd, buf.data(), *n) != static_cast<ssize_t>(*n)) {
+            ::close(fd);
+            return fail(Status::from_errno(errno, "write " + dst));
+        }
+        off += *n;
+        progress("cp", off, size, t0);
+    }
+    if (::close(fd) != 0) return fail(Status::from_errno(errno, "close " + dst));
+    return 0;
+}
+
+// ---- ckpt: the checkpoint job ----------------------------------------------------------------
+
+// The byte at offset o of a checkpoint: a function of o alone, so any process can check any
+// range without having written it.
+void fill(uint8_t* p, size_t n, uint64_t offset) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t x = splitmix64((offset + i) / 8);
+        std::memcpy(p + i, &x, std::min<size_t>(8, n - i));
+    }
+}
+
+struct Phase {
+    double secs = 0;
+    bool ok = true;
+};
+
+// Runs fn(rank) in P child processes at once; the phase fails if any child does.
+template <class Fn>
+Phase run_procs(uint32_t procs, Fn fn) {
+    const auto t0 = Clock::now();
+    std::vector<pid_t> kids;
+    for (uint32_t r = 0; r < procs; ++r) {
+        pid_t p = fork();
+        if (p == 0) {
+            int rc = fn(r);
+            std::fflush(stderr);
+            _exit(rc);
+        }
+        kids.push_back(p);
+    }
+    Phase ph;
+    for (pid_t p : kids) {
+        int st = 0;
+        waitpid(p, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ph.ok = false;
+    }
+    ph.secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    return ph;
+}
+
+int cmd_ckpt(int argc, char** argv) {
+    po::options_description desc("options");
+    uint32_t procs = 4;
+    uint64_t block_mib = 256, piece_mib = 16;
+    std::string path, local_dir;
+    desc.add_options()("procs,p", po::value(&procs)->default_value(4), "writer processes")
+        ("block-mib", po::value(&block_mib)->default_value(256), "MiB each process writes (its block of the file)")
+        ("piece-mib", po::value(&piece_mib)->default_value(16), "MiB per write call")
+        ("path", po::value(&path)->default_value("/ckpt.bin"), "the shared checkpoint file in jobfs")
+        ("local-dir", po::value(&local_dir)->default_value("/tmp"), "where the local-disk baseline writes")
+        ("keep", "keep the files afterwards");
+    po::positional_options_description pos;
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs ckpt [options]", &rc)) return rc;
+    if (procs == 0 || block_mib == 0 || piece_mib == 0) return usage("procs, block-mib and piece-mib must be positive");
+    const uint64_t block = block_mib << 20, piece = std::min(piece_mib, block_mib) << 20, total = block * procs;
+    {
+        // The parent makes the file and lets go of its connection before forking the writers.
+        auto c = connect();
+        if (!c.ok()) return fail(c.status());
+        auto f = (*c)->open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (!f.ok()) return fail(f.status());
+        Status s = (*c)->close(**f);
+        if (!s.ok()) return fail(s);
+    }
+    std::printf("ckpt: %u processes x %llu MiB into jobfs:%s (%llu MiB)\n", procs,
+                static_cast<unsigned long long>(block_mib), path.c_str(), static_cast<unsigned long long>(total >> 20));
+    std::fflush(stdout);
+
+    auto jobfs_rank = [&](uint32_t r, bool write) -> int {
+        auto c = connect();
+        if (!c.ok()) return fail(c.status());
+        auto f = (*c)->open(path, write ? O_WRONLY : O_RDONLY);
+        if (!f.ok()) return fail(f.status());
+        std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
+        for (uint64_t off = r * block; off < (r + 1) * block; off += piece) {
+            const size_t n = static_cast<size_t>(std::min(piece, (r + 1) * block - off));
+            if (write) {
+                fill(buf.data(), n, off);
+                Status s = (*c)->pwrite(**f, off, std::span<const uint8_t>(buf.data(), n));
+                if (!s.ok()) return fail(s);
+            } else {
+                auto got = (*c)->pread(**f, off, std::span<uint8_t>(buf.data(), n));
+                if (!got.ok()) return fail(got.status());
+                fill(want.data(), n, off);
+                if (*got != n || std::memcmp(buf.data(), want.data(), n) != 0)
+                    return fail(Status(Code::io, "verify: bytes at " + std::to_string(off) + " differ"));
+            }
+        }
+        Status s = write ? (*c)->fsync(**f) : Status::OK();
+        if (s.ok()) s = (*c)->close(**f);
+        return s.ok() ? 0 : fail(s);
+    };
+    const std::string local = local_dir + "/jobfs-ckpt-baseline." + std::to_string(getpid());
+    auto local_rank = [&](uint32_t r, bool write) -> int {
+        int fd = ::open(local.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
+        if (fd < 0) return fail(Status::from_errno(errno, "open " + local));
+        std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
+        for (uint64_t off = r * block; off < (r + 1) * block; off += piece) {
+            const size_t n = static_cast<size_t>(std::min(piece, (r + 1) * block - off));
+            if (write) {
+                fill(buf.data(), n, off);
+                if (::pwrite(fd, buf.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
+                    return fail(Status::from_errno(errno, "write " + local));
+            } else {
+                if (::pread(fd, buf.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
+                    return fail(Status::from_errno(errno, "read " + local));
+                fill(want.data(), n, off);
+                if (std::memcmp(buf.data(), want.data(), n) != 0) return fail(Status(Code::io, "local verify failed"));
+            }
+        }
+        if (write && ::fsync(fd) != 0) return fail(Status::from_errno(errno, "fsync " + local));
+        ::close(fd);
+        return 0;
+    };
+
+    Phase jw = run_procs(procs, [&](uint32_t r) { return jobfs_rank(r, true); });
+    if (!jw.ok) return fail(Status(Code::io, "ckpt: a writer failed"));
+    {
+        auto c = connect();
+        if (!c.ok()) return fail(c.status());
+        auto st = (*c)->stat(path);
+        if (!st.ok()) return fail(st.status());
+        if (st->size != total)
+            return fail(Status(Code::io, "ckpt: size " + std::to_string(st->size) + " after close, expected " + std::to_string(total)));
+    }
+    Phase jr = run_procs(procs, [&](uint32_t r) { return jobfs_rank(r, false); });
+    if (!jr.ok) return fail(Status(Code::io, "ckpt: read-back or verification failed"));
+    ::unlink(local.c_str());
+    Phase lw = run_procs(procs, [&](uint32_t r) { return local_rank(r, true); });
+    Phase lr = run_procs(procs, [&](uint32_t r) { return local_rank(r, false); });
+    if (!vm.count("keep")) {
+        ::unlink(local.c_str());
+        auto c = connect();
+        if (c.ok()) (void)(*c)->unlink(path);
+    }
+    if (!lw.ok || !lr.ok) return fail(Status(Code::io, "ckpt: the local-disk baseline failed in " + local_dir));
+    const double mb = total / 1e6;
+    std::printf("ckpt: verified %llu bytes read back from jobfs\n", static_cast<unsigned long long>(total));
+    std::printf("bench ckpt-read: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", mb / jr.secs, mb / lr.secs,
+                lr.secs / jr.secs);
+    std::printf("bench ckpt-write: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", mb / jw.secs, mb / lw.secs,
+                lw.secs / jw.secs);
+    return 0;
+}
+
+void help() {
+    std::puts("usage: jobfs COMMAND [options]   (jobfs COMMAND --help for one)\n\n"
+              "  local up [-n N] [--dir D]   start N daemons on this host; prints the JOBFS_CLUSTER export\n"
+              "  local down [--dir D]        stop them and remove their data\n"
+              "  status                      daemons, disks, inodes\n"
+              "  ls [-l] [PATH]              list a directory\n"
+              "  stat PATH                   attributes and layout\n"
+              "  mkdir [-p] PATH...          make directories\n"
+              "  rm [-r] PATH...             remove files (and directories with -r)\n"
+              "  cp SRC DST                  copy a file in or out (jobfs:/path names the jobfs side)\n"
+              "  ckpt [-p P] [--block-mib M] the checkpoint job: P processes write one file, read it back,\n"
+              "                              verify every byte, and compare with the local disk\n\n"
+              "Commands other than local find the file system through $JOBFS_CLUSTER.");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    log::set_name("jobfs");
+    if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+        help();
+        return argc < 2 ? 2 : 0;
+    }
+    const std::string cmd = argv[1];
+    if (cmd == "local") return cmd_local(argc - 1, argv + 1);
+    if (cmd == "status") return cmd_status(argc - 1, argv + 1);
+    if (cmd == "ls") return cmd_ls(argc - 1, argv + 1);
+    if (cmd == "stat") return cmd_stat(argc - 1, argv + 1);
+    if (cmd == "mkdir") return cmd_mkdir(argc - 1, argv + 1);
+    if (cmd == "rm") return cmd_rm(argc - 1, argv + 1);
+    if (cmd == "cp") return cmd_cp(argc - 1, argv + 1);
+    if (cmd == "ckpt") return cmd_ckpt(argc - 1, argv + 1);
+    return usage("unknown command '" + cmd + "'");
+}

@@ -1,0 +1,43 @@
+#!/bin/sh
+# cli_test.sh: the jobfs tool end to end against real daemons: local up, namespace commands,
+# cp in and out (bytes compared), the checkpoint job, errors with their exit codes, local down
+# leaving no daemon and no directory behind.
+set -u
+JOBFS=${JOBFS:-./client/jobfs}
+export JOBFSD=${JOBFSD:-./server/jobfsd}
+dir=$(mktemp -d /tmp/jobfs-cli-XXXXXX)
+rm -rf "$dir"
+tmp=$(mktemp -d /tmp/jobfs-cli-files-XXXXXX)
+fails=0
+check() { # NAME CMD...: runs CMD, counts a failure if it fails
+  name=$1; shift
+  if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
+}
+cleanup() { "$JOBFS" local down --dir "$dir" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+check "local up" sh -c "'$JOBFS' local up -n 3 --dir '$dir' > '$tmp/up.out'"
+grep -q "export JOBFS_CLUSTER=$dir/cluster" "$tmp/up.out" || { echo "not ok - export line"; fails=$((fails + 1)); }
+export JOBFS_CLUSTER=$dir/cluster
+check "a second local up in the same place is refused" sh -c "! '$JOBFS' local up --dir '$dir' 2>/dev/null"
+check "status lists three daemons" sh -c "[ \$('$JOBFS' status | grep -c 127.0.0.1) -eq 3 ]"
+check "mkdir -p" "$JOBFS" mkdir -p /x/y/z
+head -c 5000000 /dev/urandom > "$tmp/in"
+check "cp in" "$JOBFS" cp "$tmp/in" jobfs:/x/y/z/file
+check "ls -l shows the size" sh -c "'$JOBFS' ls -l /x/y/z | grep -q ' 5000000 file'"
+check "cp out" "$JOBFS" cp jobfs:/x/y/z/file "$tmp/out"
+check "same bytes" cmp "$tmp/in" "$tmp/out"
+check "stat of a missing path fails with exit 1" sh -c "'$JOBFS' stat /nope 2>'$tmp/err'; [ \$? -eq 1 ] && grep -q 'not_found\|no such\|stat /nope' '$tmp/err'"
+check "mkdir of an existing directory fails" sh -c "! '$JOBFS' mkdir /x 2>/dev/null"
+check "rm of a non-empty directory needs -r" sh -c "! '$JOBFS' rm /x 2>/dev/null"
+check "unknown command exits 2" sh -c "'$JOBFS' frobnicate 2>/dev/null; [ \$? -eq 2 ]"
+check "cp needs exactly one jobfs side" sh -c "'$JOBFS' cp '$tmp/in' '$tmp/x' 2>/dev/null; [ \$? -eq 2 ]"
+check "ckpt verifies and reports both figures" sh -c "'$JOBFS' ckpt -p 2 --block-mib 8 --local-dir '$tmp' > '$tmp/ckpt' && grep -q 'verified 16777216 bytes' '$tmp/ckpt' && grep -q '^bench ckpt-write: jobfs' '$tmp/ckpt'"
+check "rm -r" "$JOBFS" rm -r /x
+check "the tree is gone" sh -c "[ -z \"\$('$JOBFS' ls /)\" ]"
+pids=$(tr "\n" " " < "$dir/pids")
+check "local down" "$JOBFS" local down --dir "$dir"
+check "no daemon left" sh -c "for p in $pids; do s=\$(awk '{print \$3}' /proc/\$p/stat 2>/dev/null); [ -z \"\$s\" ] || [ \"\$s\" = Z ] || exit 1; done"
+check "no directory left" test ! -e "$dir"
+echo "$fails failed"
+[ "$fails" -eq 0 ]
