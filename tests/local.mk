@@ -1,11 +1,10 @@
-# tests/: GoogleTest unit tests, run by `make check`. Test programs without an extension are
-# GoogleTest programs and run through tests/gtest-driver, which reports every test case to the
-# automake harness, so the summary counts cases, not programs. Shell tests (.sh) come later.
-LOG_DRIVER = $(SHELL) $(top_srcdir)/tests/gtest-driver
-# Shell tests (.sh) run with automake's own driver: exit status 0 passes.
+# tests/: run by `make check`. GoogleTest programs and shell tests (.sh, printing "ok - name" /
+# "not ok - name") both go through tests/case-driver, which reports every case to the automake
+# harness, so the summary counts cases, not programs.
+LOG_DRIVER = $(SHELL) $(top_srcdir)/tests/case-driver
 TEST_EXTENSIONS = .sh
-SH_LOG_DRIVER = $(SHELL) $(top_srcdir)/build-aux/test-driver
-EXTRA_DIST += tests/gtest-driver tests/README.md tests/cli_test.sh
+SH_LOG_DRIVER = $(LOG_DRIVER)
+EXTRA_DIST += tests/case-driver tests/README.md tests/cli_test.sh
 TESTS += tests/cli_test.sh
 
 UNIT_LIBS = ucx-transport/libjobfs_transport.la $(GTEST_LIBS) $(ISAL_LIBS)
