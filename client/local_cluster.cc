@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <random>
 #include <thread>
 
 namespace jobfs::client {
@@ -18,19 +19,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A port that binds now, picked below the kernel's ephemeral range (32768 and up by default):
+// ports from bind(0) are the very ones outgoing connections of other processes are given next,
+// which made concurrent test runs collide.
 Result<uint16_t> free_port() {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return Status::from_errno(errno, "socket");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int rc = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    if (rc == 0) rc = ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    Status st = rc == 0 ? Status::OK() : Status::from_errno(errno, "pick a free port");
-    ::close(s);
-    if (!st.ok()) return st;
-    return ntohs(a.sin_port);
+    static thread_local std::mt19937 rng(std::random_device{}());
+    for (int attempt = 0; attempt < 200; ++attempt) {
+        const uint16_t port = static_cast<uint16_t>(20000 + rng() % 12000);
+        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return Status::from_errno(errno, "socket");
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        int rc = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        ::close(s);
+        if (rc == 0) return port;
+    }
+    return Status(Code::busy, "no free port between 20000 and 32000");
 }
 
 // Reads from fd until a full line arrives or the deadline passes.
@@ -64,6 +70,14 @@ Result<std::string> make_secret() {
 }
 
 Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOptions& options) {
+    // A port picked free can still be taken by someone else before a daemon binds it: try
+    // again with new ports (the failed attempt's daemons are stopped by its destructor).
+    Result<std::unique_ptr<LocalCluster>> r = start_once(options);
+    for (int attempt = 1; attempt < 3 && !r.ok() && r.status().code() != Code::invalid; ++attempt) r = start_once(options);
+    return r;
+}
+
+Result<std::unique_ptr<LocalCluster>> LocalCluster::start_once(const LocalClusterOptions& options) {
     if (options.daemons == 0) return Status(Code::invalid, "at least one daemon");
     if (::access(options.jobfsd.c_str(), X_OK) != 0) return Status::from_errno(errno, "jobfsd at " + options.jobfsd);
     if (::mkdir(options.dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::from_errno(errno, "create " + options.dir);
@@ -122,7 +136,9 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
     const auto deadline = Clock::now() + options.ready_timeout + std::chrono::seconds(5);
     Status failed;
     for (uint32_t r = 0; r < options.daemons; ++r) {
+        // UCX logs to stdout too: lines before "ready" that are not it are skipped.
         auto line = read_line(outs[r], deadline);
+        while (line.ok() && line->rfind("ready ", 0) != 0) line = read_line(outs[r], deadline);
         if (failed.ok() && (!line.ok() || line->rfind("ready ", 0) != 0))
             failed = Status(line.ok() ? Code::io : line.status().code(),
                             "jobfsd " + std::to_string(r) + " did not start (" +

@@ -44,6 +44,7 @@ public:
 
 private:
     explicit LocalCluster(LocalClusterOptions o) : options_(std::move(o)) {}
+    static Result<std::unique_ptr<LocalCluster>> start_once(const LocalClusterOptions& options);
     LocalClusterOptions options_;
     ClusterInfo info_;
     std::vector<pid_t> pids_;

@@ -3,6 +3,8 @@
 // reason is on stderr); exit 2: bad configuration or command line.
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -31,6 +33,8 @@ int main(int argc, char** argv) {
     auto rank = server::find_rank(*config);
     log::set_name(rank.ok() ? "jobfsd." + std::to_string(*rank) : std::string("jobfsd"));
 
+    // A peer or client that vanishes must cost an error, not the daemon (EPIPE, not SIGPIPE).
+    ::signal(SIGPIPE, SIG_IGN);
     // Block the stop signals before any thread starts, so that only sigwait() below sees them.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
@@ -45,6 +49,9 @@ int main(int argc, char** argv) {
     }
     std::printf("ready rank=%u size=%u port=%u\n", (*daemon)->rank(), (*daemon)->size(), (*daemon)->port());
     std::fflush(stdout);
+    // Whoever waited for "ready" may close its end now: UCX (which logs to stdout) must not
+    // write into that pipe later, so stdout becomes the log (stderr) from here on.
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
