@@ -96,7 +96,7 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
     return cur;
 }
 
-Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path, int) {
+Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path) {
     auto parts = components(path);
     if (parts.empty()) return Status(Code::invalid, "the root has no parent");
     std::string dir;

@@ -77,7 +77,7 @@ private:
     Client() = default;
     const transport::Endpoint& at(uint64_t ino) const { return eps_[proto::shard_of(ino) % eps_.size()]; }
     // Resolves path to its parent directory's inode and the last component.
-    Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path, int depth = 0);
+    Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path);
     Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0);
     Status settle_size(File& f);
 

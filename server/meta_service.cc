@@ -196,7 +196,7 @@ Result<proto::Attr> attr_out(const Result<T>& r) {
 
 MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, uint32_t daemons, PeerFn peer,
                          boost::asio::thread_pool& pool)
-    : shard_(shard), rank_(rank), daemons_(daemons), peer_(std::move(peer)), pool_(pool) {
+    : shard_(shard), rank_(rank), daemons_(daemons), peer_(std::move(peer)) {
     auto ops = std::make_shared<Ops>(Ops{*this});
     MetaShard& sh = shard_;
     serve_on_pool<proto::Getattr>(w, pool, [&sh](const proto::InoRequest& r) { return attr_out(sh.getattr(r.ino)); });

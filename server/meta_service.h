@@ -44,7 +44,6 @@ private:
     uint32_t rank_;
     uint32_t daemons_;
     PeerFn peer_;
-    boost::asio::thread_pool& pool_;
 };
 
 } // namespace jobfs::server

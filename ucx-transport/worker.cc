@@ -1,6 +1,7 @@
 // worker.cc: the progress thread, connections, calls and replies of the jobfs transport.
-// Lock rules and threading: see worker.h. Everything below marked "progress thread" must only
-// run there; the public methods either post to it or only read immutable/atomic state.
+// Lock rules and threading: see worker.h. Everything below marked "under mu" runs with
+// Worker::Impl::mu held (the Locked guard); the public methods take it or read only
+// immutable/atomic state.
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -129,7 +130,7 @@ struct EndpointState {
     std::string peer_name;  // from the hello; written before connect() returns
     bool outgoing = false;
 
-    // Progress thread only.
+    // Guarded by Worker::Impl::mu.
     ucp_ep_h ep = nullptr;
     bool owned = true;      // created by us (connect/accept), so ours to close
     bool closing = false;
@@ -188,7 +189,7 @@ struct Incoming {
     uint64_t id = 0;
     Bytes message;
     uint64_t bulk_length = 0;
-    void* bulk_desc = nullptr; // rendezvous descriptor of the bulk, not yet received (progress thread)
+    void* bulk_desc = nullptr; // rendezvous descriptor of the bulk, not yet received (under mu)
     void* msg_desc = nullptr;  // rendezvous descriptor of an out-of-line message
     Bytes eager_bulk;          // small bulk that arrived with the message
     std::atomic<bool> replied{false};
@@ -316,7 +317,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     }
 
     // Runs fn under the lock, then wakes the progress thread to carry on what fn started.
-    bool run_or_post(const std::function<void()>& fn) {
+    bool run_and_nudge(const std::function<void()>& fn) {
         bool ran = with_lock(fn);
         nudge();
         return ran;
@@ -327,7 +328,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     // Gives the UCX event fd back to the progress thread, armed.
     void return_event_fd();
 
-    // -- lifecycle (progress thread) --
+    // -- lifecycle (under mu) --
     Status init_ucx();
     void loop();
     void teardown();
@@ -336,14 +337,14 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     int next_timeout_ms();
     void expire_deadlines();
 
-    // -- connections (progress thread) --
+    // -- connections (under mu) --
     Result<std::shared_ptr<EndpointState>> create_ep(ucp_ep_params_t& params, std::string peer, bool outgoing);
     std::shared_ptr<EndpointState> conn_for_reply_ep(ucp_ep_h ep);
     void close_ep(const std::shared_ptr<EndpointState>& st, bool force);
     void fail_endpoint(const std::shared_ptr<EndpointState>& st, const Status& why);
     Result<uint16_t> do_listen(const std::string& host, uint16_t port);
 
-    // -- calls (progress thread) --
+    // -- calls (under mu) --
     void start_call(std::unique_ptr<PendingCall> call);
     void start_rma(std::unique_ptr<PendingCall> call, bool is_put, const void* local, size_t length,
                    uint64_t remote, Bytes rkey);
@@ -351,7 +352,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     void maybe_complete(uint64_t id);
     void receive_reply_part(uint64_t id, void* desc, void* dst, size_t length);
 
-    // -- serving (progress thread) --
+    // -- serving (under mu) --
     ucs_status_t on_request(const void* header, size_t hlen, void* data, size_t len, const ucp_am_recv_param_t* param);
     ucs_status_t on_reply(const void* header, size_t hlen, void* data, size_t len, const ucp_am_recv_param_t* param);
     void dispatch(const std::shared_ptr<Incoming>& in);
@@ -884,7 +885,7 @@ void Worker::Impl::call_async(const std::shared_ptr<EndpointState>& ep, uint16_t
     // queues a send the socket cannot take yet, and only progress pushes it out (the event fd
     // was armed before the send existed). Nudging only for an earlier deadline stalled such
     // calls until their deadline (seen: 4 processes writing one checkpoint at 35 MB/s).
-    run_or_post([&] {
+    run_and_nudge([&] {
         start_call(std::move(c));
         started = true;
     });
@@ -1294,10 +1295,10 @@ Result<Endpoint> Worker::Impl::handshake(std::shared_ptr<EndpointState> st, cons
     else if (resp.protocol_version != kProtocolVersion)
         fail = Status(Code::protocol, "peer speaks protocol " + std::to_string(resp.protocol_version));
     if (!fail.ok()) {
-        run_or_post([this, st] { close_ep(st, true); });
+        run_and_nudge([this, st] { close_ep(st, true); });
         return fail.with_context(what);
     }
-    run_or_post([st, name = resp.name] {
+    run_and_nudge([st, name = resp.name] {
         st->peer_name = name;
         st->established = true;
     });
@@ -1568,7 +1569,7 @@ void Endpoint::close() {
     auto im = impl_of(state_);
     if (!im) return;
     auto st = state_;
-    im->run_or_post([im, st] {
+    im->run_and_nudge([im, st] {
         st->set_broken(Status(Code::cancelled, "endpoint closed by its owner"));
         std::vector<uint64_t> ids(st->calls.begin(), st->calls.end());
         for (uint64_t id : ids) im->finish(id, Status(Code::cancelled, "endpoint closed by its owner"));
@@ -1587,7 +1588,7 @@ void ServerCall::receive_bulk(std::span<uint8_t> dst, std::function<void(Status)
     auto im = in_->impl.lock();
     if (!im) return done(Status(Code::cancelled, "transport worker is shut down"));
     auto in = in_;
-    bool posted = im->run_or_post([im, in, dst, done]() mutable {
+    bool posted = im->run_and_nudge([im, in, dst, done]() mutable {
         if (dst.size() < in->bulk_length) return done(Status(Code::invalid, "bulk buffer too small"));
         if (in->bulk_desc == nullptr) {
             if (in->eager_bulk.size() != in->bulk_length)
@@ -1617,7 +1618,7 @@ void ServerCall::reply(const Status& error) const {
     if (in_->replied.exchange(true)) return;
     auto im = in_->impl.lock();
     if (!im) return;
-    im->run_or_post([im, in = in_, error] {
+    im->run_and_nudge([im, in = in_, error] {
         if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
         im->send_reply(in->conn, in->id, in->opcode, error, {}, {});
     });
@@ -1627,7 +1628,7 @@ void ServerCall::reply(Bytes message, OutBulk bulk) const {
     if (in_->replied.exchange(true)) return;
     auto im = in_->impl.lock();
     if (!im) return;
-    im->run_or_post([im, in = in_, message = std::move(message), bulk = std::move(bulk)]() mutable {
+    im->run_and_nudge([im, in = in_, message = std::move(message), bulk = std::move(bulk)]() mutable {
         if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
         im->send_reply(in->conn, in->id, in->opcode, Status::OK(), std::move(message), std::move(bulk));
     });

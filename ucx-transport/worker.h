@@ -4,16 +4,19 @@
 // (UCX sockaddr listener), connects to peers by host:port or by worker-address blob, serves
 // requests through handlers registered per opcode, and sends requests with per-call deadlines.
 //
-// Threads and lock rules (the whole concurrency story of this layer):
-//   * Every UCX object and all bookkeeping (endpoints, calls in flight, deadlines, handlers)
-//     belong to the progress thread. No other thread touches them.
-//   * Other threads reach the progress thread only through Worker::Impl::post(), a queue guarded
-//     by one mutex plus an eventfd that wakes the thread. Nothing else is shared.
-//   * Handlers and completion callbacks run on the progress thread: they must not block. A
-//     blocking call (Endpoint::call) made on the progress thread fails at once with
-//     Code::internal instead of deadlocking.
-//   * The progress thread sleeps in epoll on the UCP event fd (ucp_worker_arm) when idle, so an
-//     idle worker uses no CPU. WorkerOptions::busy_poll trades CPU for latency if wanted.
+// Threads and lock rules (the whole concurrency story of this layer; docs/transport.md):
+//   * One mutex per worker guards every UCX object (the UCP worker runs SERIALIZED) and all
+//     bookkeeping (endpoints, calls in flight, deadlines, handlers). Whoever holds it may issue
+//     operations and drive progress; nobody sleeps while holding it.
+//   * The progress thread takes it when UCX events, a nudge (eventfd) or a deadline wake it.
+//     A thread that makes a blocking call (Endpoint::call, get, put) takes it and drives
+//     progress itself until its call completes, sleeping in poll() on the UCP event fd and its
+//     own eventfd: no hand-off to the progress thread and back.
+//   * Handlers and completion callbacks run under the lock, on whichever thread drove progress:
+//     they must not block. A blocking call made from one fails at once with Code::internal
+//     instead of deadlocking. ServerCall::reply / receive_bulk may be called from any thread.
+//   * Idle, the progress thread sleeps in epoll on the armed UCP event fd, so an idle worker
+//     uses no CPU. WorkerOptions::busy_poll trades CPU for latency if wanted.
 //
 // Errors: a call always completes, exactly once, within its deadline: with the reply, with the
 // handler's error Status, or with timeout / peer_gone / refused / cancelled.
