@@ -19,26 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A port that binds now, picked below the kernel's ephemeral range (32768 and up by default):
-// ports from bind(0) are the very ones outgoing connections of other processes are given next,
-// which made concurrent test runs collide.
-Result<uint16_t> free_port() {
-    static thread_local std::mt19937 rng(std::random_device{}());
-    for (int attempt = 0; attempt < 200; ++attempt) {
-        const uint16_t port = static_cast<uint16_t>(20000 + rng() % 12000);
-        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (s < 0) return Status::from_errno(errno, "socket");
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(port);
-        int rc = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        ::close(s);
-        if (rc == 0) return port;
-    }
-    return Status(Code::busy, "no free port between 20000 and 32000");
-}
-
 // Reads from fd until a full line arrives or the deadline passes.
 Result<std::string> read_line(int fd, Clock::time_point deadline) {
     std::string line;
@@ -56,6 +36,26 @@ Result<std::string> read_line(int fd, Clock::time_point deadline) {
 }
 
 } // namespace
+
+// A port that binds now, picked below the kernel's ephemeral range (32768 and up by default):
+// ports from bind(0) are the very ones outgoing connections of other processes are given next,
+// which made concurrent test runs collide.
+Result<uint16_t> pick_free_port() {
+    static thread_local std::mt19937 rng(std::random_device{}());
+    for (int attempt = 0; attempt < 200; ++attempt) {
+        const uint16_t port = static_cast<uint16_t>(20000 + rng() % 12000);
+        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return Status::from_errno(errno, "socket");
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        int rc = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        ::close(s);
+        if (rc == 0) return port;
+    }
+    return Status(Code::busy, "no free port between 20000 and 32000");
+}
 
 Result<std::string> make_secret() {
     unsigned char b[16];
@@ -95,7 +95,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start_once(const LocalCluste
     }
     std::string list;
     for (uint32_t r = 0; r < options.daemons; ++r) {
-        auto port = free_port();
+        auto port = pick_free_port();
         if (!port.ok()) return port.status();
         c->info_.daemons.push_back("127.0.0.1:" + std::to_string(*port));
         list += (r ? "," : "") + c->info_.daemons.back();

@@ -50,6 +50,9 @@ private:
     std::vector<pid_t> pids_;
 };
 
+// A loopback TCP port that binds now, below the kernel's ephemeral range (see the .cc).
+Result<uint16_t> pick_free_port();
+
 // A random job secret (32 hex digits from the kernel's random source).
 Result<std::string> make_secret();
 

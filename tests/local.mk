@@ -16,7 +16,7 @@ tests_unit_wire_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_wire_test_LDADD = $(UNIT_LIBS) -lgtest_main
 
 tests_unit_transport_test_SOURCES = tests/unit/transport_test.cc tests/unit/test_messages.h \
-	tests/unit/peer_process.h tests/unit/peer_process.cc \
+	tests/unit/peer_process.h tests/unit/peer_process.cc tests/unit/test_util.h \
 	tests/unit/child_process.h tests/unit/child_process.cc
 tests_unit_transport_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_transport_test_LDADD = $(UNIT_LIBS) -lgtest_main
@@ -37,7 +37,7 @@ tests_unit_meta_service_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 # daemon_test starts the jobfsd built in this tree (make check builds all programs first).
 tests_unit_daemon_test_SOURCES = tests/unit/daemon_test.cc tests/unit/child_process.h tests/unit/child_process.cc
 tests_unit_daemon_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
-tests_unit_daemon_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
+tests_unit_daemon_test_LDADD = client/libjobfs_client.la $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_chunk_service_test_SOURCES = tests/unit/chunk_service_test.cc
 tests_unit_chunk_service_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_chunk_service_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main

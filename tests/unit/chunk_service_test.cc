@@ -13,20 +13,15 @@
 #include <thread>
 
 #include "daemon_protocol.h"
+#include "test_util.h"
 #include "server/chunk_service.h"
 
 namespace jobfs::server {
 namespace {
 
 using namespace std::chrono_literals;
+using test::pattern;
 namespace rpc = transport::rpc;
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937 rng(seed);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
 
 class ChunkServiceTest : public ::testing::Test {
 protected:

@@ -13,34 +13,14 @@
 #include <thread>
 
 #include "server/chunk_store.h"
+#include "test_util.h"
 
 namespace jobfs::server {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
-public:
-    TempDir() {
-        char tmpl[] = "/tmp/jobfs-chunks-XXXXXX";
-        path_ = ::mkdtemp(tmpl);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937 rng(seed);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
+using test::pattern;
+using test::TempDir;
 
 constexpr uint64_t kChunk = 1 << 20; // small chunks keep the tests fast
 

@@ -10,9 +10,12 @@
 
 #include "client/client.h"
 #include "client/local_cluster.h"
+#include "test_util.h"
 
 namespace jobfs::client {
 namespace {
+
+using test::pattern;
 
 namespace fs = std::filesystem;
 
@@ -22,16 +25,6 @@ std::string jobfsd_path() {
     self[n > 0 ? n : 0] = 0;
     std::string dir(self);
     return dir.substr(0, dir.rfind('/')) + "/../../server/jobfsd";
-}
-
-std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937_64 rng(seed);
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t x = rng();
-        for (size_t j = 0; j < 8 && i + j < n; ++j) v[i + j] = static_cast<uint8_t>(x >> (8 * j));
-    }
-    return v;
 }
 
 class ClientTest : public ::testing::Test {

@@ -11,38 +11,23 @@
 #include <set>
 
 #include "child_process.h"
+#include "client/local_cluster.h"
 #include "daemon_protocol.h"
+#include "test_util.h"
 #include "worker.h"
 
 namespace jobfs {
 namespace {
 
 using namespace std::chrono_literals;
+using test::pattern;
 using test::ChildProcess;
 namespace rpc = transport::rpc;
 
-// A port that binds now, below the kernel's ephemeral range, so that the outgoing
-// connections of tests running at the same time are not handed it (see local_cluster.cc).
 uint16_t free_port() {
-    static std::mt19937 rng(std::random_device{}());
-    for (;;) {
-        const uint16_t port = static_cast<uint16_t>(20000 + rng() % 12000);
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(port);
-        int rc = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        close(s);
-        if (rc == 0) return port;
-    }
-}
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937 rng(seed);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
+    auto p = client::pick_free_port();
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    return p.ok() ? *p : 0;
 }
 
 class DaemonTest : public ::testing::Test {

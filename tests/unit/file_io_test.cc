@@ -22,25 +22,16 @@
 #include "client/layout.h"
 #include "server/chunk_service.h"
 #include "server/chunk_store.h"
+#include "test_util.h"
 
 namespace jobfs::client {
 namespace {
 
 using namespace std::chrono_literals;
+using test::pattern;
 
 constexpr uint64_t KiB = 1024;
 constexpr uint64_t MiB = 1024 * KiB;
-
-// Deterministic, different for every seed and every position: a misplaced chunk shows.
-std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
-    std::vector<uint8_t> v(n);
-    uint64_t x = splitmix64(seed);
-    for (size_t i = 0; i < n; i += 8) {
-        x = splitmix64(x);
-        std::memcpy(v.data() + i, &x, std::min<size_t>(8, n - i));
-    }
-    return v;
-}
 
 bool all_zero(std::span<const uint8_t> s) {
     return std::all_of(s.begin(), s.end(), [](uint8_t b) { return b == 0; });
