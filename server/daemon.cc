@@ -151,6 +151,9 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    // Cross-shard operations a crash interrupted are finished or undone now that every
+    // shard they touch is reachable.
+    p.meta_service->resume_intents();
     return d;
 }
 
@@ -158,6 +161,7 @@ void Daemon::stop() {
     if (!parts_) return;
     Parts& p = *parts_;
     p.worker->stop_listening();
+    p.meta_service->stop(); // coordinators finish their cross-shard steps
     p.pool->join();        // queued disk work finishes and its replies go out
     {
         std::lock_guard lock(p.peers_mu);

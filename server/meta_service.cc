@@ -6,167 +6,12 @@
 
 #include "daemon_protocol.h"
 #include "log.h"
+#include "server/meta_wire.h"
 
 namespace jobfs::server {
 
 using transport::ServerCall;
 namespace rpc = transport::rpc;
-
-namespace {
-
-Cred from_wire(const proto::Cred& c) { return Cred{c.uid, c.gid, c.groups}; }
-
-proto::Attr to_wire(const Attr& a) {
-    return proto::Attr{a.ino,      static_cast<uint8_t>(a.type), a.mode,     a.uid,        a.gid,
-                       a.size,     a.nlink,                      a.atime_ns, a.mtime_ns,   a.ctime_ns,
-                       a.rdev,     a.target,                     a.chunk_size, a.stripe_count, a.generation};
-}
-
-Attr from_wire(const proto::Attr& w) {
-    Attr a;
-    a.ino = w.ino;
-    a.type = static_cast<FileType>(w.type);
-    a.mode = w.mode;
-    a.uid = w.uid;
-    a.gid = w.gid;
-    a.size = w.size;
-    a.nlink = w.nlink;
-    a.atime_ns = w.atime_ns;
-    a.mtime_ns = w.mtime_ns;
-    a.ctime_ns = w.ctime_ns;
-    a.rdev = w.rdev;
-    a.target = w.target;
-    a.chunk_size = w.chunk_size;
-    a.stripe_count = w.stripe_count;
-    a.generation = w.generation;
-    return a;
-}
-
-proto::UnlinkResponse to_wire(const UnlinkResult& u) { return proto::UnlinkResponse{to_wire(u.attr), u.last_link}; }
-
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-const proto::Cred kPeerCred{0, 0, {}}; // daemons act for a client whose rights they checked
-
-} // namespace
-
-uint32_t MetaService::place_directory(uint64_t parent, const std::string& name, uint32_t daemons) {
-    if (daemons <= 1) return 0;
-    return static_cast<uint32_t>(mix(parent ^ std::hash<std::string>()(name)) % daemons);
-}
-
-// The handlers' bodies: each runs on a pool thread and returns what the reply carries.
-struct MetaService::Ops {
-    MetaService& s;
-
-    Result<transport::Endpoint> peer(uint32_t rank) {
-        if (rank >= s.daemons_) return Status(Code::invalid, "no daemon for shard " + std::to_string(rank));
-        return s.peer_(rank);
-    }
-
-    Result<Attr> remote_getattr(uint64_t ino) {
-        auto ep = peer(shard_of(ino));
-        if (!ep.ok()) return ep.status();
-        auto r = rpc::call<proto::Getattr>(*ep, proto::InoRequest{ino});
-        if (!r.ok()) return r.status().with_context("daemon " + std::to_string(shard_of(ino)));
-        return from_wire(*r);
-    }
-
-    Result<Attr> lookup(const proto::NameRequest& r) {
-        Cred cred = from_wire(r.cred);
-        auto a = s.shard_.lookup(cred, r.parent, r.name);
-        if (a.ok() || a.status().code() != Code::cross_device) return a;
-        auto d = s.shard_.lookup_dentry(cred, r.parent, r.name);
-        if (!d.ok()) return d.status();
-        return remote_getattr(d->ino);
-    }
-
-    Result<Attr> mkdir(const proto::MkdirRequest& r) {
-        Cred cred = from_wire(r.cred);
-        const uint32_t target = place_directory(r.parent, r.name, s.daemons_);
-        if (target == s.rank_) return s.shard_.mkdir(cred, r.parent, r.name, r.mode);
-        // The checks mkdir would make here, before anything is created there.
-        auto parent = s.shard_.getattr(r.parent);
-        if (!parent.ok()) return parent.status();
-        if (parent->type != FileType::directory) return Status(Code::not_dir, "mkdir in a non-directory");
-        if (!may_access(*parent, cred, kMayWrite | kMayExec))
-            return Status(Code::permission, "mkdir '" + r.name + "': permission denied");
-        auto existing = s.shard_.lookup_dentry(cred, r.parent, r.name);
-        if (existing.ok()) return Status(Code::exists, "mkdir '" + r.name + "': exists");
-        if (existing.status().code() != Code::not_found) return existing.status();
-
-        proto::Attr tmpl;
-        tmpl.type = static_cast<uint8_t>(FileType::directory);
-        tmpl.mode = S_IFDIR | (r.mode & 07777);
-        tmpl.uid = cred.uid;
-        // A setgid directory passes its group, and the bit, on to new subdirectories.
-        const bool setgid = parent->mode & S_ISGID;
-        tmpl.gid = setgid ? parent->gid : cred.gid;
-        if (setgid) tmpl.mode |= S_ISGID;
-        tmpl.nlink = 2;
-        tmpl.chunk_size = parent->chunk_size;
-        tmpl.stripe_count = parent->stripe_count;
-        auto ep = peer(target);
-        if (!ep.ok()) return ep.status();
-        auto made = rpc::call<proto::PeerCreateInode>(*ep, proto::CreateInodeRequest{tmpl});
-        if (!made.ok()) return made.status().with_context("mkdir '" + r.name + "' on daemon " + std::to_string(target));
-        Status linked = s.shard_.insert_dentry(r.parent, r.name, made->ino, FileType::directory);
-        if (!linked.ok()) {
-            // Lost a race for the name (or the shard failed): take the new inode back.
-            auto undo = rpc::call<proto::PeerDeleteInode>(*ep, proto::InoRequest{made->ino});
-            if (!undo.ok())
-                JOBFS_WARN("orphan directory inode %llu on daemon %u: %s", static_cast<unsigned long long>(made->ino),
-                           target, undo.status().to_string().c_str());
-            return linked;
-        }
-        return from_wire(*made);
-    }
-
-    Status rmdir(const proto::NameRequest& r) {
-        Cred cred = from_wire(r.cred);
-        Status local = s.shard_.rmdir(cred, r.parent, r.name);
-        if (local.code() != Code::cross_device) return local;
-        auto d = s.shard_.lookup_dentry(cred, r.parent, r.name);
-        if (!d.ok()) return d.status();
-        if (d->type != FileType::directory) return Status(Code::not_dir, "rmdir '" + r.name + "': not a directory");
-        auto parent = s.shard_.getattr(r.parent);
-        if (!parent.ok()) return parent.status();
-        if (!may_access(*parent, cred, kMayWrite | kMayExec))
-            return Status(Code::permission, "rmdir '" + r.name + "': permission denied");
-        auto ep = peer(shard_of(d->ino));
-        if (!ep.ok()) return ep.status();
-        if ((parent->mode & S_ISVTX) && cred.uid != 0 && cred.uid != parent->uid) {
-            auto child = remote_getattr(d->ino);
-            if (!child.ok()) return child.status();
-            if (child->uid != cred.uid) return Status(Code::not_permitted, "rmdir '" + r.name + "': sticky directory");
-        }
-        auto list = rpc::call<proto::Readdir>(*ep, proto::ReaddirRequest{kPeerCred, d->ino, "", 1});
-        if (!list.ok()) return list.status();
-        if (!list->entries.empty()) return Status(Code::not_empty, "rmdir '" + r.name + "': directory not empty");
-        auto removed = s.shard_.remove_dentry(r.parent, r.name);
-        if (!removed.ok()) return removed.status();
-        auto gone = rpc::call<proto::PeerDeleteInode>(*ep, proto::InoRequest{d->ino});
-        if (!gone.ok())
-            JOBFS_WARN("rmdir '%s': entry removed, inode %llu left on daemon %u: %s", r.name.c_str(),
-                       static_cast<unsigned long long>(d->ino), shard_of(d->ino), gone.status().to_string().c_str());
-        return Status::OK();
-    }
-
-    Result<proto::RenameResponse> rename(const proto::RenameRequest& r) {
-        if (shard_of(r.new_parent) != s.rank_)
-            return Status(Code::cross_device, "rename between directories on different daemons is not supported yet");
-        auto res = s.shard_.rename(from_wire(r.cred), r.old_parent, r.old_name, r.new_parent, r.new_name, r.flags);
-        if (!res.ok()) return res.status();
-        proto::RenameResponse out;
-        if (res->replaced) out.replaced = to_wire(*res->replaced);
-        return out;
-    }
-};
 
 namespace {
 
@@ -196,16 +41,22 @@ Result<proto::Attr> attr_out(const Result<T>& r) {
 
 MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, uint32_t daemons, PeerFn peer,
                          boost::asio::thread_pool& pool)
-    : shard_(shard), rank_(rank), daemons_(daemons), peer_(std::move(peer)) {
-    auto ops = std::make_shared<Ops>(Ops{*this});
-    MetaShard& sh = shard_;
+    : coordinator_(std::make_shared<MetaCoordinator>(shard, rank, daemons, peer)),
+      coord_pool_(std::make_shared<boost::asio::thread_pool>(kCoordinatorThreads)) {
+    auto co = coordinator_;
+    auto cpool = coord_pool_;
+    MetaShard& sh = shard;
     serve_on_pool<proto::Getattr>(w, pool, [&sh](const proto::InoRequest& r) { return attr_out(sh.getattr(r.ino)); });
-    serve_on_pool<proto::Lookup>(w, pool, [ops](const proto::NameRequest& r) { return attr_out(ops->lookup(r)); });
+    serve_on_pool<proto::Lookup>(w, *cpool, [co](const proto::NameRequest& r) {
+        return attr_out(co->lookup(from_wire(r.cred), r.parent, r.name));
+    });
     serve_on_pool<proto::Create>(w, pool, [&sh](const proto::CreateRequest& r) {
         return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
                                   Layout{r.chunk_size, r.stripe_count}));
     });
-    serve_on_pool<proto::Mkdir>(w, pool, [ops](const proto::MkdirRequest& r) { return attr_out(ops->mkdir(r)); });
+    serve_on_pool<proto::Mkdir>(w, *cpool, [co](const proto::MkdirRequest& r) {
+        return attr_out(co->mkdir(from_wire(r.cred), r.parent, r.name, r.mode));
+    });
     serve_on_pool<proto::Symlink>(w, pool, [&sh](const proto::SymlinkRequest& r) {
         return attr_out(sh.symlink(from_wire(r.cred), r.parent, r.name, r.target));
     });
@@ -214,16 +65,42 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
         if (!t.ok()) return t.status();
         return proto::LinkTarget{*t};
     });
-    serve_on_pool<proto::Link>(w, pool, [&sh](const proto::LinkRequest& r) {
-        return attr_out(sh.link(from_wire(r.cred), r.ino, r.new_parent, r.name));
+    // A link is coordinated by the shard of its new entry; a request that reached another
+    // daemon is passed on to it without holding a thread while it waits.
+    rpc::serve<proto::Link>(w, [co, rank, peer, cpool, &pool](ServerCall call, proto::LinkRequest&& r) {
+        const uint32_t owner = proto::shard_of(r.new_parent);
+        if (owner == rank) {
+            boost::asio::post(*cpool, [co, call, r = std::move(r)] {
+                auto a = co->link(from_wire(r.cred), r.ino, r.new_parent, r.name);
+                if (!a.ok()) return call.reply(a.status());
+                rpc::reply<proto::Link>(call, to_wire(*a));
+            });
+            return;
+        }
+        boost::asio::post(pool, [peer, owner, call, r = std::move(r)] {
+            auto ep = peer(owner);
+            if (!ep.ok()) return call.reply(ep.status());
+            rpc::call_async<proto::Link>(*ep, r, {}, [call](Result<proto::Attr> a, size_t) {
+                if (!a.ok()) return call.reply(a.status());
+                rpc::reply<proto::Link>(call, *a);
+            });
+        });
     });
-    serve_on_pool<proto::Unlink>(w, pool, [&sh](const proto::NameRequest& r) -> Result<proto::UnlinkResponse> {
-        auto u = sh.unlink(from_wire(r.cred), r.parent, r.name);
+    serve_on_pool<proto::Unlink>(w, *cpool, [co](const proto::NameRequest& r) -> Result<proto::UnlinkResponse> {
+        auto u = co->unlink(from_wire(r.cred), r.parent, r.name);
         if (!u.ok()) return u.status();
         return to_wire(*u);
     });
-    serve_on_pool<proto::Rmdir>(w, pool, [ops](const proto::NameRequest& r) { return ops->rmdir(r); });
-    serve_on_pool<proto::Rename>(w, pool, [ops](const proto::RenameRequest& r) { return ops->rename(r); });
+    serve_on_pool<proto::Rmdir>(w, *cpool, [co](const proto::NameRequest& r) {
+        return co->rmdir(from_wire(r.cred), r.parent, r.name);
+    });
+    serve_on_pool<proto::Rename>(w, *cpool, [co](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+        auto res = co->rename(from_wire(r.cred), r.old_parent, r.old_name, r.new_parent, r.new_name, r.flags);
+        if (!res.ok()) return res.status();
+        proto::RenameResponse out;
+        if (res->replaced) out.replaced = to_wire(*res->replaced);
+        return out;
+    });
     serve_on_pool<proto::Readdir>(w, pool, [&sh](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
         auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);
         if (!d.ok()) return d.status();
@@ -271,10 +148,56 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
         if (!c.ok()) return c.status();
         return proto::CountsResponse{c->inodes, c->dentries};
     });
+
+    // The other shards' steps of cross-shard operations (meta_coordinator.h).
     serve_on_pool<proto::PeerCreateInode>(w, pool, [&sh](const proto::CreateInodeRequest& r) {
-        return attr_out(sh.create_inode(from_wire(r.tmpl)));
+        Attr tmpl = from_wire(r.tmpl);
+        tmpl.parent = r.parent;
+        return attr_out(r.intent ? sh.create_inode_once(r.intent, tmpl) : sh.create_inode(tmpl));
     });
     serve_on_pool<proto::PeerDeleteInode>(w, pool, [&sh](const proto::InoRequest& r) { return sh.delete_inode(r.ino); });
+    serve_on_pool<proto::PeerLookupDentry>(w, pool, [&sh](const proto::NameRequest& r) -> Result<proto::DirEntry> {
+        auto e = sh.lookup_dentry(from_wire(r.cred), r.parent, r.name);
+        if (!e.ok()) return e.status();
+        return proto::DirEntry{e->name, e->ino, static_cast<uint8_t>(e->type)};
+    });
+    serve_on_pool<proto::PeerRenameInsert>(w, pool, [&sh](const proto::RenameInsertRequest& r)
+                                                         -> Result<proto::RenameInsertResponse> {
+        auto i = sh.rename_insert(r.intent, r.parent, r.name, r.ino, static_cast<FileType>(r.type), r.expect_ino);
+        if (!i.ok()) return i.status();
+        proto::RenameInsertResponse out;
+        out.replaced_ino = i->replaced_here ? 0 : i->replaced_ino;
+        out.replaced_type = static_cast<uint8_t>(i->replaced_type);
+        if (i->replaced_here) out.replaced_here = to_wire(*i->replaced_here);
+        return out;
+    });
+    serve_on_pool<proto::PeerAdjustNlink>(w, pool, [&sh](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
+        auto u = sh.adjust_nlink_once(r.intent, static_cast<IntentStep>(r.step), r.ino, r.delta);
+        if (!u.ok()) return u.status();
+        return to_wire(*u);
+    });
+    serve_on_pool<proto::PeerAbortStep>(w, pool, [&sh](const proto::StepRequest& r) -> Result<proto::StepResult> {
+        auto a = sh.abort_step_result(r.intent, static_cast<IntentStep>(r.step));
+        if (!a.ok()) return a.status();
+        return proto::StepResult{a->has_value(), a->value_or(0)};
+    });
+    serve_on_pool<proto::PeerSetParent>(w, pool, [&sh](const proto::SetParentRequest& r) {
+        return sh.set_parent(r.ino, r.parent);
+    });
+    serve_on_pool<proto::PeerParent>(w, pool, [&sh](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
+        auto p = sh.parent_of(r.ino);
+        if (!p.ok()) return p.status();
+        return proto::ParentResponse{*p};
+    });
+}
+
+MetaService::~MetaService() { stop(); }
+
+void MetaService::stop() { coord_pool_->join(); }
+
+void MetaService::resume_intents() {
+    auto co = coordinator_;
+    boost::asio::post(*coord_pool_, [co] { co->resume(); });
 }
 
 } // namespace jobfs::server

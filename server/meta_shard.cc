@@ -22,7 +22,7 @@ namespace jobfs::server {
 
 namespace {
 
-constexpr int64_t kSchemaVersion = 1;
+constexpr int64_t kSchemaVersion = 2;
 constexpr int kBusyTimeoutMs = 5000;
 
 // Root's parent walk and corrupt databases: never follow more parents than this.
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS inodes(
     uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL, nlink INTEGER NOT NULL,
     atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
     rdev INTEGER NOT NULL, target BLOB, chunk_size INTEGER NOT NULL,
-    stripe_count INTEGER NOT NULL, generation INTEGER NOT NULL);
+    stripe_count INTEGER NOT NULL, generation INTEGER NOT NULL, parent INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS dentries(
     parent INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL, type INTEGER NOT NULL,
     PRIMARY KEY(parent, name)) WITHOUT ROWID;
@@ -43,11 +43,21 @@ CREATE TABLE IF NOT EXISTS xattrs(
     ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,
     PRIMARY KEY(ino, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- Cross-shard operations this shard coordinates and has not finished (docs/design.md).
+-- AUTOINCREMENT: an id is never handed out twice, so peers may remember ids they applied.
+CREATE TABLE IF NOT EXISTS intents(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, op INTEGER NOT NULL, parent INTEGER NOT NULL,
+    name BLOB NOT NULL, ino INTEGER NOT NULL, type INTEGER NOT NULL, new_parent INTEGER NOT NULL,
+    new_name BLOB NOT NULL, expect_ino INTEGER NOT NULL, peer INTEGER NOT NULL);
+-- Steps of other shards' intents applied here (result -1: the step was aborted before it ran).
+CREATE TABLE IF NOT EXISTS applied(
+    intent INTEGER NOT NULL, step INTEGER NOT NULL, result INTEGER NOT NULL,
+    PRIMARY KEY(intent, step)) WITHOUT ROWID;
 )sql";
 
 constexpr const char* kInodeColumns =
     "ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, "
-    "chunk_size, stripe_count, generation";
+    "chunk_size, stripe_count, generation, parent";
 
 int64_t now_ns() {
     timespec ts{};
@@ -309,6 +319,7 @@ struct MetaShard::Impl {
         a.chunk_size = st.u32(12);
         a.stripe_count = st.u32(13);
         a.generation = st.u64(14);
+        a.parent = st.u64(15);
         return a;
     }
 
@@ -348,18 +359,18 @@ struct MetaShard::Impl {
 
     Status insert_inode(const Attr& a) {
         return run("INSERT INTO inodes(ino, type, mode, uid, gid, size, nlink, atime_ns, "
-                   "mtime_ns, ctime_ns, rdev, target, chunk_size, stripe_count, generation) "
-                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "mtime_ns, ctime_ns, rdev, target, chunk_size, stripe_count, generation, parent) "
+                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    a.ino, a.type, a.mode, a.uid, a.gid, a.size, a.nlink, a.atime_ns, a.mtime_ns,
-                   a.ctime_ns, a.rdev, a.target, a.chunk_size, a.stripe_count, a.generation);
+                   a.ctime_ns, a.rdev, a.target, a.chunk_size, a.stripe_count, a.generation, a.parent);
     }
 
     Status store_inode(const Attr& a) {
         return run("UPDATE inodes SET mode = ?, uid = ?, gid = ?, size = ?, nlink = ?, "
                    "atime_ns = ?, mtime_ns = ?, ctime_ns = ?, rdev = ?, target = ?, "
-                   "chunk_size = ?, stripe_count = ? WHERE ino = ?",
+                   "chunk_size = ?, stripe_count = ?, parent = ? WHERE ino = ?",
                    a.mode, a.uid, a.gid, a.size, a.nlink, a.atime_ns, a.mtime_ns, a.ctime_ns,
-                   a.rdev, a.target, a.chunk_size, a.stripe_count, a.ino);
+                   a.rdev, a.target, a.chunk_size, a.stripe_count, a.parent, a.ino);
     }
 
     Status erase_inode(uint64_t ino) {
@@ -392,18 +403,20 @@ struct MetaShard::Impl {
         return st->step();
     }
 
-    // The directory holding directory ino, if its entry is on this shard.
+    // The directory holding directory ino (none for the root). An inode of another shard is
+    // that shard's to answer: cross_device, and the coordinator walks on there.
     Result<std::optional<uint64_t>> parent_of_dir(uint64_t ino) {
-        auto st = query("SELECT parent FROM dentries WHERE ino = ? AND type = ? LIMIT 1", ino,
-                        FileType::directory);
-        if (!st.ok()) return st.status();
-        auto row = st->step();
-        if (!row.ok()) return row.status();
-        if (!*row) return std::optional<uint64_t>();
-        return std::optional<uint64_t>(st->u64(0));
+        if (shard_of(ino) != shard_id)
+            return fail(Code::cross_device, "the parent of inode " + ino_str(ino) + " is on shard " +
+                                                std::to_string(shard_of(ino)));
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        if (a->parent == 0) return std::optional<uint64_t>();
+        return std::optional<uint64_t>(a->parent);
     }
 
-    // Whether dir is ancestor (or itself) of ino, walking up as far as this shard knows.
+    // Whether dir is ancestor (or itself) of ino. Walks up the parent pointers; a walk that
+    // leaves this shard fails with cross_device.
     Result<bool> contains(uint64_t dir, uint64_t ino) {
         uint64_t cur = ino;
         for (int depth = 0; depth < kMaxDepth; ++depth) {
@@ -598,6 +611,7 @@ struct MetaShard::Impl {
         if (!dir.ok()) return dir;
         Attr a = new_inode(FileType::directory, mode, cred, *dir);
         a.nlink = 2;
+        a.parent = dir->ino;
         a.chunk_size = dir->chunk_size;
         a.stripe_count = dir->stripe_count;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
@@ -688,6 +702,8 @@ struct MetaShard::Impl {
         const bool exchange = flags & kRenameExchange;
         JOBFS_RETURN_IF_ERROR(check_name(old_name));
         JOBFS_RETURN_IF_ERROR(check_name(new_name));
+        if (shard_of(new_parent) != shard_id)
+            return fail(Code::cross_device, "the new directory is on shard " + std::to_string(shard_of(new_parent)));
 
         // When both names are in one directory, both references below name the same Attr.
         auto odir_r = load_dir(old_parent);
@@ -767,6 +783,7 @@ struct MetaShard::Impl {
             odelta = int(dst_dir) - int(src_dir);
             ndelta = int(src_dir) - int(dst_dir);
             dst->ctime_ns = now;
+            if (dst_dir) dst->parent = old_parent;
             JOBFS_RETURN_IF_ERROR(store_inode(*dst));
         } else {
             if (dst) {
@@ -782,6 +799,7 @@ struct MetaShard::Impl {
             ndelta += int(src_dir);
         }
         src.ctime_ns = now;
+        if (src_dir) src.parent = new_parent;
         JOBFS_RETURN_IF_ERROR(store_inode(src));
         if (old_parent == new_parent) {
             JOBFS_RETURN_IF_ERROR(touch_dir(odir, odelta + ndelta, now));
@@ -1057,6 +1075,7 @@ struct MetaShard::Impl {
         a.chunk_size = tmpl.chunk_size;
         if (a.type == FileType::regular && a.chunk_size == 0) a.chunk_size = kDefaultChunkSize;
         a.stripe_count = tmpl.stripe_count;
+        a.parent = tmpl.type == FileType::directory ? tmpl.parent : 0;
         a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
         a.generation = 1;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
@@ -1096,6 +1115,212 @@ struct MetaShard::Impl {
             if (*full) return fail(Code::not_empty, "directory not empty");
         }
         return erase_inode(ino);
+    }
+
+    // ---- cross-shard steps (docs/design.md) --------------------------------------------
+    Status put_intent(Intent& in) {
+        JOBFS_RETURN_IF_ERROR(run("INSERT INTO intents(op, parent, name, ino, type, new_parent, new_name, "
+                                  "expect_ino, peer) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  in.op, in.parent, in.name, in.ino, in.type, in.new_parent, in.new_name,
+                                  in.expect_ino, in.peer));
+        in.id = make_ino(shard_id, uint64_t(sqlite3_last_insert_rowid(db)));
+        return Status::OK();
+    }
+
+    Status erase_intent(uint64_t id) {
+        if (shard_of(id) != shard_id) return fail(Code::invalid, "intent " + ino_str(id) + " is not this shard's");
+        return run("DELETE FROM intents WHERE id = ?", id & kSeqMask);
+    }
+
+    Result<uint64_t> do_intent_begin_remove(Intent& in) {
+        auto e = get_dentry(in.parent, in.name);
+        if (!e.ok()) return e.status();
+        if (e->ino != in.ino) return fail(Code::busy, "the entry changed meanwhile");
+        auto dir = load_dir(in.parent);
+        if (!dir.ok()) return dir.status();
+        JOBFS_RETURN_IF_ERROR(erase_dentry(in.parent, in.name));
+        JOBFS_RETURN_IF_ERROR(touch_dir(*dir, e->type == FileType::directory ? -1 : 0, now_ns()));
+        JOBFS_RETURN_IF_ERROR(put_intent(in));
+        return in.id;
+    }
+
+    Status do_intent_finish_rename(const Intent& in) {
+        auto e = find_dentry(in.parent, in.name);
+        if (!e.ok()) return e.status();
+        if (e->has_value() && (*e)->ino == in.ino) {
+            auto dir = load_dir(in.parent);
+            if (!dir.ok()) return dir.status();
+            JOBFS_RETURN_IF_ERROR(erase_dentry(in.parent, in.name));
+            JOBFS_RETURN_IF_ERROR(touch_dir(*dir, (*e)->type == FileType::directory ? -1 : 0, now_ns()));
+        }
+        return erase_intent(in.id);
+    }
+
+    Result<std::vector<Intent>> do_intents() {
+        auto st = query("SELECT id, op, parent, name, ino, type, new_parent, new_name, expect_ino, peer "
+                        "FROM intents ORDER BY id");
+        if (!st.ok()) return st.status();
+        std::vector<Intent> out;
+        for (;;) {
+            auto row = st->step();
+            if (!row.ok()) return row.status();
+            if (!*row) break;
+            Intent in;
+            in.id = make_ino(shard_id, st->u64(0));
+            in.op = static_cast<IntentOp>(st->i64(1));
+            in.parent = st->u64(2);
+            in.name = st->bytes(3);
+            in.ino = st->u64(4);
+            in.type = static_cast<FileType>(st->i64(5));
+            in.new_parent = st->u64(6);
+            in.new_name = st->bytes(7);
+            in.expect_ino = st->u64(8);
+            in.peer = st->u32(9);
+            out.push_back(std::move(in));
+        }
+        return out;
+    }
+
+    // The result recorded for (intent, step): none if it never ran; -1 if it was aborted.
+    Result<std::optional<int64_t>> applied_result(uint64_t intent, IntentStep step) {
+        auto st = query("SELECT result FROM applied WHERE intent = ? AND step = ?", intent, step);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (!*row) return std::optional<int64_t>();
+        return std::optional<int64_t>(st->i64(0));
+    }
+
+    Status record_applied(uint64_t intent, IntentStep step, int64_t result) {
+        return run("INSERT INTO applied(intent, step, result) VALUES(?, ?, ?)", intent, step, result);
+    }
+
+    Status aborted(uint64_t intent, IntentStep step) const {
+        return fail(Code::busy, "step " + std::to_string(uint32_t(step)) + " of intent " + ino_str(intent) +
+                                    " was aborted");
+    }
+
+    Result<RenameInsertResult> do_rename_insert(uint64_t intent, uint64_t parent, const std::string& name,
+                                                uint64_t ino, FileType type, uint64_t expect_ino) {
+        auto done = applied_result(intent, IntentStep::rename_insert);
+        if (!done.ok()) return done.status();
+        if (done->has_value()) {
+            if (**done < 0) return aborted(intent, IntentStep::rename_insert);
+            RenameInsertResult again;
+            again.replaced_ino = uint64_t(**done);
+            again.repeated = true;
+            return again;
+        }
+        JOBFS_RETURN_IF_ERROR(check_name(name));
+        if (ino == 0 || !valid_type(int64_t(type))) return fail(Code::invalid, "bad inode or type");
+        auto dir = load_dir(parent);
+        if (!dir.ok()) return dir.status();
+        auto cur = find_dentry(parent, name);
+        if (!cur.ok()) return cur.status();
+        const uint64_t now_there = cur->has_value() ? (*cur)->ino : 0;
+        if (now_there != expect_ino) return fail(Code::busy, "the destination entry changed meanwhile");
+        RenameInsertResult out;
+        int delta = type == FileType::directory ? 1 : 0;
+        int64_t now = now_ns();
+        if (cur->has_value()) {
+            const DirEntry& old = **cur;
+            out.replaced_ino = old.ino;
+            out.replaced_type = old.type;
+            if (old.type == FileType::directory) delta -= 1;
+            JOBFS_RETURN_IF_ERROR(erase_dentry(parent, name));
+            if (shard_of(old.ino) == shard_id) {
+                auto victim = load_inode(old.ino);
+                if (!victim.ok()) return victim.status();
+                if (victim->type == FileType::directory) {
+                    auto full = has_entries(old.ino);
+                    if (!full.ok()) return full.status();
+                    if (*full) return fail(Code::not_empty, "target directory not empty");
+                }
+                auto gone = drop_link(std::move(*victim), now);
+                if (!gone.ok()) return gone.status();
+                out.replaced_here = std::move(*gone);
+            }
+        }
+        JOBFS_RETURN_IF_ERROR(put_dentry(parent, name, ino, type));
+        JOBFS_RETURN_IF_ERROR(touch_dir(*dir, delta, now));
+        // A replaced inode that lives elsewhere is the coordinator's to drop, also on a re-drive.
+        JOBFS_RETURN_IF_ERROR(record_applied(intent, IntentStep::rename_insert,
+                                             out.replaced_here ? 0 : int64_t(out.replaced_ino)));
+        return out;
+    }
+
+    Result<UnlinkResult> do_adjust_nlink_once(uint64_t intent, IntentStep step, uint64_t ino, int delta) {
+        auto done = applied_result(intent, step);
+        if (!done.ok()) return done.status();
+        if (done->has_value()) {
+            if (**done < 0) return aborted(intent, step);
+            UnlinkResult again;
+            auto a = find_inode(ino);
+            if (!a.ok()) return a.status();
+            if (a->has_value()) {
+                again.attr = std::move(**a);
+            } else {
+                again.attr.ino = ino;
+                again.last_link = true;
+            }
+            return again;
+        }
+        if (delta != 1 && delta != -1) return fail(Code::invalid, "nlink changes by one");
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        int64_t now = now_ns();
+        UnlinkResult out;
+        if (delta < 0) {
+            if (a->type == FileType::directory) {
+                auto full = has_entries(ino);
+                if (!full.ok()) return full.status();
+                if (*full) return fail(Code::not_empty, "directory not empty");
+            }
+            auto gone = drop_link(std::move(*a), now);
+            if (!gone.ok()) return gone.status();
+            out = std::move(*gone);
+        } else {
+            if (a->type == FileType::directory) return fail(Code::not_permitted, "hard link to a directory");
+            if (a->nlink >= kMaxLinks) return fail(Code::too_large, "too many links");
+            a->nlink += 1;
+            a->ctime_ns = now;
+            JOBFS_RETURN_IF_ERROR(store_inode(*a));
+            out.attr = std::move(*a);
+        }
+        JOBFS_RETURN_IF_ERROR(record_applied(intent, step, 1));
+        return out;
+    }
+
+    Result<Attr> do_create_inode_once(uint64_t intent, const Attr& tmpl) {
+        auto done = applied_result(intent, IntentStep::create_inode);
+        if (!done.ok()) return done.status();
+        if (done->has_value()) {
+            if (**done < 0) return aborted(intent, IntentStep::create_inode);
+            return load_inode(uint64_t(**done));
+        }
+        auto a = do_create_inode(tmpl);
+        if (!a.ok()) return a;
+        JOBFS_RETURN_IF_ERROR(record_applied(intent, IntentStep::create_inode, int64_t(a->ino)));
+        return a;
+    }
+
+    Result<std::optional<int64_t>> do_abort_step(uint64_t intent, IntentStep step) {
+        auto done = applied_result(intent, step);
+        if (!done.ok()) return done.status();
+        if (done->has_value()) {
+            if (**done < 0) return std::optional<int64_t>();
+            return done;
+        }
+        JOBFS_RETURN_IF_ERROR(record_applied(intent, step, -1));
+        return std::optional<int64_t>();
+    }
+
+    Status do_set_parent(uint64_t ino, uint64_t parent) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a.status();
+        a->ctime_ns = now_ns();
+        if (a->type == FileType::directory) a->parent = parent;
+        return store_inode(*a);
     }
 
     Result<uint64_t> count(const char* sql) {
@@ -1337,6 +1562,85 @@ Result<UnlinkResult> MetaShard::adjust_nlink(uint64_t ino, int delta) {
 Status MetaShard::delete_inode(uint64_t ino) {
     JOBFS_META_OP("delete inode " + ino_str(ino));
     return impl_->transact([&] { return impl_->do_delete_inode(ino); });
+}
+
+Result<uint64_t> MetaShard::intent_begin(Intent intent) {
+    JOBFS_META_OP("log intent " + std::to_string(int(intent.op)) + " for " + in(intent.name, intent.parent));
+    return impl_->transact([&]() -> Result<uint64_t> {
+        JOBFS_RETURN_IF_ERROR(impl_->put_intent(intent));
+        return intent.id;
+    });
+}
+
+Result<uint64_t> MetaShard::intent_begin_remove(Intent intent) {
+    JOBFS_META_OP("remove " + in(intent.name, intent.parent) + " and log intent " + std::to_string(int(intent.op)));
+    return impl_->transact([&] { return impl_->do_intent_begin_remove(intent); });
+}
+
+Status MetaShard::intent_finish_insert(uint64_t id, uint64_t parent, const std::string& name, uint64_t ino,
+                                       FileType type) {
+    JOBFS_META_OP("finish intent " + ino_str(id) + ": insert " + in(name, parent));
+    return impl_->transact([&] {
+        JOBFS_RETURN_IF_ERROR(impl_->do_insert_dentry(parent, name, ino, type));
+        return impl_->erase_intent(id);
+    });
+}
+
+Status MetaShard::intent_finish_rename(const Intent& intent) {
+    JOBFS_META_OP("finish intent " + ino_str(intent.id) + ": remove " + in(intent.name, intent.parent));
+    return impl_->transact([&] { return impl_->do_intent_finish_rename(intent); });
+}
+
+Status MetaShard::intent_end(uint64_t id) {
+    JOBFS_META_OP("end intent " + ino_str(id));
+    return impl_->transact([&] { return impl_->erase_intent(id); });
+}
+
+Result<std::vector<Intent>> MetaShard::intents() {
+    JOBFS_META_OP("list intents");
+    auto r = impl_->do_intents();
+    if (!r.ok()) return impl_->with_op(r.status());
+    return r;
+}
+
+Result<RenameInsertResult> MetaShard::rename_insert(uint64_t intent, uint64_t parent, const std::string& name,
+                                                    uint64_t ino, FileType type, uint64_t expect_ino) {
+    JOBFS_META_OP("rename (intent " + ino_str(intent) + ") into " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_rename_insert(intent, parent, name, ino, type, expect_ino); });
+}
+
+Result<UnlinkResult> MetaShard::adjust_nlink_once(uint64_t intent, IntentStep step, uint64_t ino, int delta) {
+    JOBFS_META_OP("adjust nlink of " + ino_str(ino) + " by " + std::to_string(delta) + " (intent " +
+                  ino_str(intent) + ")");
+    return impl_->transact([&] { return impl_->do_adjust_nlink_once(intent, step, ino, delta); });
+}
+
+Result<Attr> MetaShard::create_inode_once(uint64_t intent, const Attr& tmpl) {
+    JOBFS_META_OP("create inode (intent " + ino_str(intent) + ") on shard " + std::to_string(shard_id_));
+    return impl_->transact([&] { return impl_->do_create_inode_once(intent, tmpl); });
+}
+
+Result<bool> MetaShard::abort_step(uint64_t intent, IntentStep step) {
+    auto r = abort_step_result(intent, step);
+    if (!r.ok()) return r.status();
+    return r->has_value();
+}
+
+Result<std::optional<int64_t>> MetaShard::abort_step_result(uint64_t intent, IntentStep step) {
+    JOBFS_META_OP("abort step " + std::to_string(uint32_t(step)) + " of intent " + ino_str(intent));
+    return impl_->transact([&] { return impl_->do_abort_step(intent, step); });
+}
+
+Status MetaShard::set_parent(uint64_t ino, uint64_t parent) {
+    JOBFS_META_OP("move inode " + ino_str(ino) + " to " + ino_str(parent));
+    return impl_->transact([&] { return impl_->do_set_parent(ino, parent); });
+}
+
+Result<uint64_t> MetaShard::parent_of(uint64_t ino) {
+    JOBFS_META_OP("parent of " + ino_str(ino));
+    auto a = impl_->load_inode(ino);
+    if (!a.ok()) return impl_->with_op(a.status());
+    return a->parent;
 }
 
 Result<Counts> MetaShard::counts() {

@@ -9,8 +9,10 @@
 // inode (shard_of(dir)), and every inode created by a whole operation lives with its entry.
 // A dentry may still name an inode on another shard (a directory placed elsewhere, a hard link
 // across shards). A whole operation that needs the attributes of such an inode (lookup,
-// unlink, rmdir, rename of or onto it, link to it) fails with Code::cross_device and leaves
-// the work to the coordinator, which uses lookup_dentry and the primitives.
+// unlink, rmdir, rename of or onto it or into a directory of another shard, link to it, a
+// directory-loop walk that leaves the shard) fails with Code::cross_device and leaves the work
+// to the coordinator (meta_coordinator.h), which uses lookup_dentry, the intent log and the
+// idempotent steps below.
 //
 // Lock rule: one mutex per MetaShard guards the SQLite connection, its cached statements and
 // the operation context used in error messages. Every public method holds it for its whole
@@ -105,6 +107,7 @@ struct Attr {
     uint32_t chunk_size = 0;    // file: its layout; directory: default for new children (0: none)
     uint32_t stripe_count = 0;
     uint64_t generation = 0;    // 1: inode numbers are never reused within a file system
+    uint64_t parent = 0;        // directory: the directory that holds it (0: the root)
 };
 
 struct DirEntry {
@@ -140,6 +143,40 @@ struct SetAttr {
     std::optional<int64_t> mtime_ns;
     bool atime_now = false;
     bool mtime_now = false;
+};
+
+// A cross-shard operation this shard coordinates, as its intent log keeps it until every
+// step is done (docs/design.md, "Cross-shard operations").
+enum class IntentOp : uint8_t { rename = 1, link = 2, unlink = 3, rmdir = 4, mkdir = 5 };
+struct Intent {
+    uint64_t id = 0;        // given by intent_begin*: shard << 48 | seq, never reused
+    IntentOp op = IntentOp::rename;
+    uint64_t parent = 0;    // the entry this shard holds: rename's source, link's and
+    std::string name;       // mkdir's new name, unlink's and rmdir's victim
+    uint64_t ino = 0;       // the inode that entry names (mkdir: 0 until it exists)
+    FileType type = FileType::regular;
+    uint64_t new_parent = 0;  // rename: the destination (on any shard)
+    std::string new_name;
+    uint64_t expect_ino = 0;  // rename: the inode the destination named when checked (0: none)
+    uint32_t peer = 0;        // mkdir: the shard that creates the inode
+};
+
+// Steps other shards apply for an intent, each at most once per (intent, step).
+enum class IntentStep : uint32_t {
+    rename_insert = 1,  // rename: the new entry, on the destination directory's shard
+    drop_replaced = 2,  // rename: one link less for the inode the new entry replaced
+    add_link = 3,       // link: one link more on the inode's shard
+    drop_link = 4,      // unlink, and undoing add_link: one link less
+    create_inode = 5,   // mkdir: the new directory's inode
+};
+
+// What rename_insert did: the entry it replaced, if any. When that inode lives here its link
+// was dropped in the same transaction (replaced_here); otherwise the coordinator drops it.
+struct RenameInsertResult {
+    uint64_t replaced_ino = 0;
+    FileType replaced_type = FileType::regular;
+    std::optional<UnlinkResult> replaced_here;
+    bool repeated = false;  // the step had been applied before (a re-drive)
 };
 
 struct Counts {
@@ -217,6 +254,39 @@ public:
     // entries cannot be deleted (not_empty).
     Result<UnlinkResult> adjust_nlink(uint64_t ino, int delta);
     Status delete_inode(uint64_t ino);
+
+    // ---- cross-shard operations, coordinator side: the intent log ---------------------
+    // Logs an intent (rename, link, mkdir) and returns its id.
+    Result<uint64_t> intent_begin(Intent intent);
+    // unlink/rmdir of an entry whose inode is elsewhere: removes the entry (which must still
+    // name intent.ino) and logs the intent in one transaction; returns the id.
+    Result<uint64_t> intent_begin_remove(Intent intent);
+    // link/mkdir, last step: adds the entry and ends the intent in one transaction.
+    Status intent_finish_insert(uint64_t id, uint64_t parent, const std::string& name, uint64_t ino,
+                                FileType type);
+    // rename, last step: removes the source entry if it still names ino, ends the intent.
+    Status intent_finish_rename(const Intent& intent);
+    Status intent_end(uint64_t id);
+    Result<std::vector<Intent>> intents();
+
+    // ---- cross-shard operations, the other shards' steps (each idempotent) ------------
+    // rename: makes (parent, name) name ino, replacing the entry expect_ino (0: none may be
+    // there); busy if the entry changed since the coordinator looked.
+    Result<RenameInsertResult> rename_insert(uint64_t intent, uint64_t parent, const std::string& name,
+                                             uint64_t ino, FileType type, uint64_t expect_ino);
+    // nlink += delta once for (intent, step); a repeat returns the inode as it is now.
+    Result<UnlinkResult> adjust_nlink_once(uint64_t intent, IntentStep step, uint64_t ino, int delta);
+    // create_inode once per intent; a repeat returns the same inode.
+    Result<Attr> create_inode_once(uint64_t intent, const Attr& tmpl);
+    // Makes sure (intent, step) never runs from now on; true if it had already run (the
+    // coordinator then undoes it).
+    Result<bool> abort_step(uint64_t intent, IntentStep step);
+    // The same, with the result the step recorded (create_inode: the inode it made).
+    Result<std::optional<int64_t>> abort_step_result(uint64_t intent, IntentStep step);
+    // An inode moved to another directory: ctime, and a directory's parent pointer.
+    Status set_parent(uint64_t ino, uint64_t parent);
+    // The directory holding directory ino (0 for the root).
+    Result<uint64_t> parent_of(uint64_t ino);
 
     Result<Counts> counts();
 

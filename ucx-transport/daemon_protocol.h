@@ -247,10 +247,54 @@ struct CountsResponse {
     JOBFS_FIELDS(inodes, dentries)
 };
 
-// Between daemons: the steps of operations that span two shards.
+// Between daemons: the steps of operations that span two shards (docs/design.md). intent is
+// the coordinator's intent id; a step is applied at most once per intent.
 struct CreateInodeRequest {
-    Attr tmpl; // type, mode, uid, gid, nlink, target and layout of the new inode
-    JOBFS_FIELDS(tmpl)
+    Attr tmpl;           // type, mode, uid, gid, nlink, target and layout of the new inode
+    uint64_t parent = 0; // a directory's parent directory
+    uint64_t intent = 0; // 0: not part of an intent
+    JOBFS_FIELDS(tmpl, parent, intent)
+};
+struct RenameInsertRequest {
+    uint64_t intent = 0;
+    uint64_t parent = 0;
+    std::string name;
+    uint64_t ino = 0;
+    uint8_t type = 0;
+    uint64_t expect_ino = 0; // the inode the entry named when the coordinator looked (0: none)
+    JOBFS_FIELDS(intent, parent, name, ino, type, expect_ino)
+};
+struct RenameInsertResponse {
+    uint64_t replaced_ino = 0; // the replaced inode, when it lives elsewhere and is still linked
+    uint8_t replaced_type = 0;
+    std::optional<UnlinkResponse> replaced_here;
+    JOBFS_FIELDS(replaced_ino, replaced_type, replaced_here)
+};
+struct NlinkRequest {
+    uint64_t intent = 0;
+    uint32_t step = 0;
+    uint64_t ino = 0;
+    int32_t delta = 0;
+    JOBFS_FIELDS(intent, step, ino, delta)
+};
+struct StepRequest {
+    uint64_t intent = 0;
+    uint32_t step = 0;
+    JOBFS_FIELDS(intent, step)
+};
+struct StepResult {
+    bool ran = false;   // the step had run before it was aborted
+    int64_t result = 0; // what it recorded (create_inode: the inode)
+    JOBFS_FIELDS(ran, result)
+};
+struct SetParentRequest {
+    uint64_t ino = 0;
+    uint64_t parent = 0;
+    JOBFS_FIELDS(ino, parent)
+};
+struct ParentResponse {
+    uint64_t parent = 0;
+    JOBFS_FIELDS(parent)
 };
 
 JOBFS_RPC(Getattr, 48, InoRequest, Attr);
@@ -274,6 +318,12 @@ JOBFS_RPC(Removexattr, 65, XattrRequest, Empty);
 JOBFS_RPC(MetaCounts, 66, Empty, CountsResponse);
 JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
 JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
+JOBFS_RPC(PeerLookupDentry, 82, NameRequest, DirEntry);
+JOBFS_RPC(PeerRenameInsert, 83, RenameInsertRequest, RenameInsertResponse);
+JOBFS_RPC(PeerAdjustNlink, 84, NlinkRequest, UnlinkResponse);
+JOBFS_RPC(PeerAbortStep, 85, StepRequest, StepResult);
+JOBFS_RPC(PeerSetParent, 86, SetParentRequest, Empty);
+JOBFS_RPC(PeerParent, 87, InoRequest, ParentResponse);
 
 inline uint32_t shard_of(uint64_t ino) { return static_cast<uint32_t>(ino >> 48); }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "daemon_protocol.h"
 #include "server/meta_service.h"
@@ -79,6 +80,7 @@ protected:
         eps.clear();
         client.reset();
         for (auto& d : daemons) {
+            d->service->stop();
             d->peers.clear();
             d->worker.reset();
             d->pool->join();
@@ -101,6 +103,52 @@ protected:
     }
     Status rmdir(uint64_t parent, const std::string& name, proto::Cred cred = kRoot) {
         return rpc::call<proto::Rmdir>(at(parent), proto::NameRequest{cred, parent, name}).status();
+    }
+
+    Result<proto::RenameResponse> rename(uint64_t op, const std::string& on, uint64_t np, const std::string& nn,
+                                         uint32_t flags = 0, proto::Cred cred = kRoot) {
+        return rpc::call<proto::Rename>(at(op), proto::RenameRequest{cred, op, on, np, nn, flags});
+    }
+    std::vector<std::string> names(uint64_t d) {
+        auto list = rpc::call<proto::Readdir>(at(d), proto::ReaddirRequest{kRoot, d, "", 1000});
+        EXPECT_TRUE(list.ok()) << list.status().to_string();
+        std::vector<std::string> out;
+        if (list.ok())
+            for (auto& e : list->entries) out.push_back(e.name);
+        return out;
+    }
+    // Two directories under the root whose inodes (and so entries) are on different shards.
+    std::pair<uint64_t, uint64_t> dirs_on_two_shards() {
+        uint64_t a = 0, b = 0;
+        for (int i = 0; i < 50 && !(a && b); ++i) {
+            auto d = mkdir(1, "dir" + std::to_string(i));
+            EXPECT_TRUE(d.ok());
+            if (!d.ok()) break;
+            if (!a) a = d->ino;
+            else if (proto::shard_of(d->ino) != proto::shard_of(a)) b = d->ino;
+        }
+        EXPECT_TRUE(a && b);
+        return {a, b};
+    }
+    MetaShard& shard(uint64_t ino) { return *daemons[proto::shard_of(ino)]->shard; }
+    MetaShard& coord_of(uint64_t dir) { return shard(dir); }
+    bool no_intents() {
+        for (auto& d : daemons) {
+            auto l = d->shard->intents();
+            if (!l.ok() || !l->empty()) return false;
+        }
+        return true;
+    }
+    // Re-drives the intent log of dir's shard (as a restart does) and waits for it to empty.
+    void resume(uint64_t dir) {
+        TestDaemon& d = *daemons[proto::shard_of(dir)];
+        d.service->resume_intents();
+        for (int i = 0; i < 500; ++i) {
+            auto l = d.shard->intents();
+            if (l.ok() && l->empty()) return;
+            std::this_thread::sleep_for(10ms);
+        }
+        ADD_FAILURE() << "intents of shard " << proto::shard_of(dir) << " not resolved";
     }
 
     std::string dir;
@@ -194,25 +242,282 @@ TEST_F(MetaServiceTest, RmdirAcrossShards) {
     EXPECT_EQ(root->nlink, 2u);
 }
 
-TEST_F(MetaServiceTest, RenameWithinAShardAndRefusedAcrossShards) {
+TEST_F(MetaServiceTest, RenameWithinAShard) {
     auto a = create(1, "a");
     ASSERT_TRUE(a.ok());
-    auto r = rpc::call<proto::Rename>(at(1), proto::RenameRequest{kRoot, 1, "a", 1, "b", 0});
+    auto r = rename(1, "a", 1, "b");
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(lookup(1, "b")->ino, a->ino);
-    // Find a directory on another shard than the root's, and try to move a file there.
-    uint64_t other = 0;
-    for (int i = 0; i < 20 && !other; ++i) {
-        auto d = mkdir(1, "d" + std::to_string(i));
+    EXPECT_EQ(lookup(1, "a").status().code(), Code::not_found);
+}
+
+TEST_F(MetaServiceTest, RenameFilesAcrossShards) {
+    auto [d0, d1] = dirs_on_two_shards();
+    auto f = create(d0, "f");
+    ASSERT_TRUE(f.ok());
+    // Into a directory of another shard: the inode stays where it is, the name moves.
+    auto r = rename(d0, "f", d1, "g");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_FALSE(r->replaced.has_value());
+    EXPECT_EQ(lookup(d0, "f").status().code(), Code::not_found);
+    auto g = lookup(d1, "g");
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(g->ino, f->ino);
+    EXPECT_EQ(g->nlink, 1u);
+    EXPECT_EQ(names(d0), std::vector<std::string>{});
+    EXPECT_EQ(names(d1), std::vector<std::string>{"g"});
+    // Over an existing file there: the old one is replaced and its last link reported.
+    auto h = create(d0, "h");
+    ASSERT_TRUE(h.ok());
+    r = rename(d1, "g", d0, "h");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(r->replaced.has_value());
+    EXPECT_EQ(r->replaced->attr.ino, h->ino);
+    EXPECT_TRUE(r->replaced->last_link);
+    EXPECT_EQ(lookup(d0, "h")->ino, f->ino);
+    EXPECT_EQ(rpc::call<proto::Getattr>(at(h->ino), proto::InoRequest{h->ino}).status().code(), Code::not_found);
+    // A file whose inode lives elsewhere is unlinked through its entry's shard.
+    ASSERT_TRUE(rename(d0, "h", d1, "back").ok());
+    auto u = rpc::call<proto::Unlink>(at(d1), proto::NameRequest{kRoot, d1, "back"});
+    ASSERT_TRUE(u.ok()) << u.status().to_string();
+    EXPECT_TRUE(u->last_link);
+    EXPECT_EQ(rpc::call<proto::Getattr>(at(f->ino), proto::InoRequest{f->ino}).status().code(), Code::not_found);
+    EXPECT_TRUE(no_intents());
+}
+
+TEST_F(MetaServiceTest, RenameErrorsAcrossShardsChangeNothing) {
+    auto [d0, d1] = dirs_on_two_shards();
+    auto f = create(d0, "f");
+    auto sub = mkdir(d1, "sub");
+    auto full = mkdir(d1, "full");
+    ASSERT_TRUE(f.ok() && sub.ok() && full.ok());
+    ASSERT_TRUE(create(full->ino, "x").ok());
+    auto dir_in_d0 = mkdir(d0, "dir");
+    ASSERT_TRUE(dir_in_d0.ok());
+    EXPECT_EQ(rename(d0, "missing", d1, "m").status().code(), Code::not_found);
+    EXPECT_EQ(rename(d0, "f", d1, "sub").status().code(), Code::is_dir);
+    EXPECT_EQ(rename(d0, "dir", d1, "full").status().code(), Code::not_empty);
+    ASSERT_TRUE(create(d1, "taken").ok());
+    EXPECT_EQ(rename(d0, "f", d1, "taken", kRenameNoReplace).status().code(), Code::exists);
+    EXPECT_EQ(rename(d0, "dir", d1, "taken").status().code(), Code::not_dir);
+    EXPECT_EQ(rename(d0, "f", d1, "a/b").status().code(), Code::invalid);
+    EXPECT_EQ(rename(d0, "f", d1, std::string(256, 'n')).status().code(), Code::name_too_long);
+    EXPECT_EQ(rename(d0, "f", f->ino, "x").status().code(), Code::not_dir);
+    // RENAME_EXCHANGE is one shard's transaction only.
+    EXPECT_EQ(rename(d0, "f", d1, "taken", kRenameExchange).status().code(), Code::cross_device);
+    // A user without write permission on the directories (root's 0755).
+    EXPECT_EQ(rename(d0, "f", d1, "mine", 0, kUser).status().code(), Code::permission);
+    EXPECT_EQ(names(d0), (std::vector<std::string>{"dir", "f"}));
+    EXPECT_EQ(names(d1), (std::vector<std::string>{"full", "sub", "taken"}));
+    EXPECT_TRUE(no_intents());
+}
+
+TEST_F(MetaServiceTest, RenameDirectoriesAcrossShardsKeepsTheTreeAndRefusesLoops) {
+    // A chain of directories that crosses shards at (nearly) every level.
+    std::vector<uint64_t> chain{1};
+    for (int i = 0; i < 6; ++i) {
+        auto d = mkdir(chain.back(), "l" + std::to_string(i));
         ASSERT_TRUE(d.ok());
-        if (proto::shard_of(d->ino) != 0) other = d->ino;
+        chain.push_back(d->ino);
     }
-    ASSERT_NE(other, 0u);
-    auto x = rpc::call<proto::Rename>(at(1), proto::RenameRequest{kRoot, 1, "b", other, "b", 0});
-    ASSERT_FALSE(x.ok());
-    EXPECT_EQ(x.status().code(), Code::cross_device);
-    EXPECT_EQ(x.status().to_errno(), EXDEV);
-    EXPECT_EQ(lookup(1, "b")->ino, a->ino); // nothing moved
+    ASSERT_TRUE(create(chain[6], "leaf").ok());
+    // Moving l0 below its own descendants is refused, whichever shard holds them.
+    for (size_t i = 2; i < chain.size(); ++i) {
+        auto r = rename(1, "l0", chain[i], "loop");
+        ASSERT_FALSE(r.ok()) << "moving l0 below level " << i;
+        EXPECT_EQ(r.status().code(), Code::invalid) << r.status().to_string();
+    }
+    // Move l3 (with its subtree) to the root, then under l1: contents follow, nlink and ".." too.
+    ASSERT_TRUE(rename(chain[3], "l3", 1, "top").ok());
+    EXPECT_EQ(lookup(1, "top")->ino, chain[4]);
+    EXPECT_EQ(lookup(chain[6], "leaf").status().code(), Code::ok);
+    auto root = rpc::call<proto::Getattr>(at(1), proto::InoRequest{1});
+    EXPECT_EQ(root->nlink, 4u); // ., .., l0, top
+    auto l2 = rpc::call<proto::Getattr>(at(chain[3]), proto::InoRequest{chain[3]});
+    EXPECT_EQ(l2->nlink, 2u);
+    auto parent = rpc::call<proto::PeerParent>(at(chain[4]), proto::InoRequest{chain[4]});
+    ASSERT_TRUE(parent.ok());
+    EXPECT_EQ(parent->parent, 1u);
+    // Now l0's subtree no longer holds "top": moving l0 under it is still a loop? No: allowed.
+    ASSERT_TRUE(rename(1, "top", chain[1], "again").ok());
+    EXPECT_EQ(rpc::call<proto::PeerParent>(at(chain[4]), proto::InoRequest{chain[4]})->parent, chain[1]);
+    EXPECT_EQ(rename(1, "l0", chain[4], "x").status().code(), Code::invalid);
+    EXPECT_TRUE(no_intents());
+}
+
+TEST_F(MetaServiceTest, HardLinksAcrossShards) {
+    auto [d0, d1] = dirs_on_two_shards();
+    auto f = create(d0, "f");
+    ASSERT_TRUE(f.ok());
+    auto l = rpc::call<proto::Link>(at(d1), proto::LinkRequest{kRoot, f->ino, d1, "link"});
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    EXPECT_EQ(l->nlink, 2u);
+    EXPECT_EQ(lookup(d1, "link")->ino, f->ino);
+    // A request sent to the inode's daemon is passed to the new entry's.
+    auto l2 = rpc::call<proto::Link>(at(f->ino), proto::LinkRequest{kRoot, f->ino, d1, "link2"});
+    ASSERT_TRUE(l2.ok()) << l2.status().to_string();
+    EXPECT_EQ(l2->nlink, 3u);
+    EXPECT_EQ(rpc::call<proto::Link>(at(d1), proto::LinkRequest{kRoot, f->ino, d1, "link"}).status().code(),
+              Code::exists);
+    EXPECT_EQ(rpc::call<proto::Link>(at(d1), proto::LinkRequest{kRoot, d0, d1, "dirlink"}).status().code(),
+              Code::not_permitted);
+    EXPECT_EQ(rpc::call<proto::Link>(at(d1), proto::LinkRequest{kUser, f->ino, d1, "nope"}).status().code(),
+              Code::permission);
+    auto u = rpc::call<proto::Unlink>(at(d0), proto::NameRequest{kRoot, d0, "f"});
+    ASSERT_TRUE(u.ok());
+    EXPECT_FALSE(u->last_link);
+    EXPECT_EQ(u->attr.nlink, 2u);
+    u = rpc::call<proto::Unlink>(at(d1), proto::NameRequest{kRoot, d1, "link"});
+    ASSERT_TRUE(u.ok()) << u.status().to_string();
+    EXPECT_FALSE(u->last_link);
+    u = rpc::call<proto::Unlink>(at(d1), proto::NameRequest{kRoot, d1, "link2"});
+    ASSERT_TRUE(u.ok()) << u.status().to_string();
+    EXPECT_TRUE(u->last_link);
+    EXPECT_EQ(rpc::call<proto::Getattr>(at(f->ino), proto::InoRequest{f->ino}).status().code(), Code::not_found);
+    EXPECT_TRUE(no_intents());
+}
+
+TEST_F(MetaServiceTest, ConcurrentCrossShardRenamesLoseNoFile) {
+    auto [d0, d1] = dirs_on_two_shards();
+    constexpr int kFiles = 8, kRounds = 20;
+    for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(create(d0, "f" + std::to_string(i)).ok());
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            for (int round = 0; round < kRounds; ++round) {
+                for (int i = t; i < kFiles; i += 4) {
+                    std::string n = "f" + std::to_string(i);
+                    uint64_t from = round % 2 ? d1 : d0, to = round % 2 ? d0 : d1;
+                    if (!rename(from, n, to, n).ok()) ++failures;
+                }
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(names(d0).size(), size_t(kFiles)); // an even number of rounds brings all back
+    EXPECT_TRUE(names(d1).empty());
+    EXPECT_TRUE(no_intents());
+}
+
+// ---- crash safety: intents left in the log are finished or undone by resume ---------------
+
+TEST_F(MetaServiceTest, ResumeFinishesARenameLoggedBeforeACrash) {
+    auto [d0, d1] = dirs_on_two_shards();
+    auto f = create(d0, "f");
+    ASSERT_TRUE(f.ok());
+    MetaShard& coord = shard(d0);
+    Intent in;
+    in.op = IntentOp::rename;
+    in.parent = d0;
+    in.name = "f";
+    in.ino = f->ino;
+    in.new_parent = d1;
+    in.new_name = "g";
+    // Crash 1: logged, nothing else done.
+    auto id = coord.intent_begin(in);
+    ASSERT_TRUE(id.ok());
+    resume(d0);
+    EXPECT_EQ(lookup(d1, "g")->ino, f->ino);
+    EXPECT_EQ(lookup(d0, "f").status().code(), Code::not_found);
+    // Crash 2: logged and the new entry made, the old one still there.
+    in.parent = d1;
+    in.name = "g";
+    in.new_parent = d0;
+    in.new_name = "back";
+    id = coord_of(d1).intent_begin(in);
+    ASSERT_TRUE(id.ok());
+    auto ins = shard(d0).rename_insert(*id, d0, "back", f->ino, FileType::regular, 0);
+    ASSERT_TRUE(ins.ok()) << ins.status().to_string();
+    EXPECT_EQ(names(d1), std::vector<std::string>{"g"}); // both names, for now
+    resume(d1);
+    EXPECT_EQ(names(d1), std::vector<std::string>{});
+    EXPECT_EQ(names(d0), std::vector<std::string>{"back"});
+    EXPECT_EQ(lookup(d0, "back")->nlink, 1u);
+}
+
+TEST_F(MetaServiceTest, ResumeUndoesARenameWhoseTargetChanged) {
+    auto [d0, d1] = dirs_on_two_shards();
+    auto f = create(d0, "f");
+    ASSERT_TRUE(f.ok());
+    Intent in;
+    in.op = IntentOp::rename;
+    in.parent = d0;
+    in.name = "f";
+    in.ino = f->ino;
+    in.new_parent = d1;
+    in.new_name = "g";
+    ASSERT_TRUE(shard(d0).intent_begin(in).ok());
+    // Before the daemon came back, someone else took the name: the rename is undone.
+    auto other = create(d1, "g");
+    ASSERT_TRUE(other.ok());
+    resume(d0);
+    EXPECT_EQ(lookup(d0, "f")->ino, f->ino);
+    EXPECT_EQ(lookup(d1, "g")->ino, other->ino);
+}
+
+TEST_F(MetaServiceTest, ResumeUndoesAnUnfinishedMkdir) {
+    // Find a name that mkdir in the root places on another shard.
+    std::string name;
+    for (int i = 0; name.empty(); ++i) {
+        std::string n = "m" + std::to_string(i);
+        if (MetaService::place_directory(1, n, kDaemons) != 0) name = n;
+    }
+    uint32_t target = MetaService::place_directory(1, name, kDaemons);
+    Intent in;
+    in.op = IntentOp::mkdir;
+    in.parent = 1;
+    in.name = name;
+    in.type = FileType::directory;
+    in.peer = target;
+    auto id = daemons[0]->shard->intent_begin(in);
+    ASSERT_TRUE(id.ok());
+    Attr tmpl;
+    tmpl.type = FileType::directory;
+    tmpl.mode = S_IFDIR | 0755;
+    tmpl.nlink = 2;
+    tmpl.parent = 1;
+    auto made = daemons[target]->shard->create_inode_once(*id, tmpl);
+    ASSERT_TRUE(made.ok());
+    auto before = daemons[target]->shard->counts();
+    resume(1);
+    EXPECT_EQ(lookup(1, name).status().code(), Code::not_found);
+    EXPECT_EQ(daemons[target]->shard->getattr(made->ino).status().code(), Code::not_found);
+    EXPECT_EQ(daemons[target]->shard->counts()->inodes, before->inodes - 1);
+    // A late duplicate of the aborted step does not create it again.
+    EXPECT_FALSE(daemons[target]->shard->create_inode_once(*id, tmpl).ok());
+    // The name is free for a real mkdir.
+    EXPECT_TRUE(mkdir(1, name).ok());
+}
+
+TEST_F(MetaServiceTest, ResumeFinishesAnUnlinkAndALink) {
+    auto [d0, d1] = dirs_on_two_shards();
+    auto f = create(d0, "f");
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(rename(d0, "f", d1, "f").ok()); // the entry on d1's shard, the inode on d0's
+    // link: logged, link count raised, entry not yet made.
+    Intent link;
+    link.op = IntentOp::link;
+    link.parent = d1;
+    link.name = "l";
+    link.ino = f->ino;
+    auto lid = shard(d1).intent_begin(link);
+    ASSERT_TRUE(lid.ok());
+    ASSERT_TRUE(shard(d0).adjust_nlink_once(*lid, IntentStep::add_link, f->ino, +1).ok());
+    resume(d1);
+    EXPECT_EQ(lookup(d1, "l")->ino, f->ino);
+    EXPECT_EQ(lookup(d1, "l")->nlink, 2u); // raised once, not twice
+    // unlink: entry removed with the intent logged, link count not yet dropped.
+    Intent un;
+    un.op = IntentOp::unlink;
+    un.parent = d1;
+    un.name = "f";
+    un.ino = f->ino;
+    ASSERT_TRUE(shard(d1).intent_begin_remove(un).ok());
+    EXPECT_EQ(lookup(d1, "f").status().code(), Code::not_found);
+    resume(d1);
+    EXPECT_EQ(lookup(d1, "l")->nlink, 1u);
 }
 
 TEST_F(MetaServiceTest, AttributesXattrsAndSymlinks) {
