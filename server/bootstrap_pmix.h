@@ -5,8 +5,8 @@
 // program of its job (an MPMD launch that mixes it with other programs is refused). Every
 // daemon Puts the host:port it listens on (PMIX_GLOBAL), Commits, and a Fence with
 // PMIX_COLLECT_DATA hands everyone everyone's: the same `daemons` list the static bootstrap
-// reads from its configuration. Lock rules: one thread (Daemon::start/stop) uses it; PMIx runs
-// its own progress thread, which inherits jobfsd's blocked stop signals.
+// reads from its configuration. Lock rules: one thread (Daemon::start) uses it; PMIx runs its
+// own progress thread until finalize, which inherits jobfsd's blocked stop signals.
 #pragma once
 
 #include <chrono>
@@ -25,10 +25,10 @@ public:
     static Result<std::unique_ptr<PmixBootstrap>> init();
     ~PmixBootstrap(); // finalize(kFinalizeLimit) if not done yet
 
-    // PMIx_Finalize, waited for at most `limit`. A launcher that is killing the job may not
-    // answer it: mpirun sends SIGTERM, then SIGKILL a second later (odls_base_sigkill_timeout)
-    // and serves no PMIx request in between. Then this returns Code::timeout and leaves the
-    // call running on a thread of its own; the process should end soon after (jobfsd does).
+    // PMIx_Finalize, waited for at most `limit`. A launcher that is ending the job may not
+    // answer it (mpirun, between its SIGTERM and its SIGKILL, serves no PMIx request, so
+    // jobfsd finalizes as soon as the group is up, not at stop). Then this returns
+    // Code::timeout and leaves the call running on a thread of its own, which is harmless.
     Status finalize(std::chrono::milliseconds limit);
     static constexpr std::chrono::milliseconds kFinalizeLimit{2000};
 
