@@ -1,7 +1,6 @@
 #include "client/cluster.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include "cluster_descriptor.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -61,18 +60,7 @@ Result<ClusterInfo> read_cluster_from_env() {
 }
 
 Status write_cluster(const std::string& path, const ClusterInfo& info) {
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::from_errno(errno, "create " + tmp);
-    std::string text = "# jobfs cluster descriptor\nversion = 1\ndaemons = ";
-    for (size_t i = 0; i < info.daemons.size(); ++i) text += (i ? "," : "") + info.daemons[i];
-    text += "\nsecret = " + info.secret + "\n";
-    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-    int err = errno;
-    ::close(fd);
-    if (!ok) return Status::from_errno(err, "write " + tmp);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::from_errno(errno, "rename to " + path);
-    return Status::OK();
+    return transport::write_cluster_descriptor(path, info.daemons, info.secret);
 }
 
 } // namespace jobfs::client

@@ -25,7 +25,8 @@ struct ClusterInfo {
 Result<ClusterInfo> read_cluster(const std::string& path);
 // The descriptor named by $JOBFS_CLUSTER.
 Result<ClusterInfo> read_cluster_from_env();
-// Writes a descriptor atomically (temporary file, then rename) with mode 0600.
+// Writes a descriptor atomically (temporary file, then rename) with mode 0600 (the writer
+// lives in ucx-transport/cluster_descriptor.h, which jobfsd shares).
 Status write_cluster(const std::string& path, const ClusterInfo& info);
 
 } // namespace jobfs::client

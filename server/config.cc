@@ -37,9 +37,9 @@ struct Table {
         desc.add_options()
             ("help,h", "print this help")
             ("config", po::value(&c.config_file), "jobfs.conf to read (flags override it)")
-            ("data-dir", po::value(&c.data_dir), "directory for this daemon's chunks and metadata (required)")
+            ("data-dir", po::value(&c.data_dir), "directory for this daemon's chunks and metadata (required; %r: the rank)")
             ("listen", po::value(&c.listen)->default_value(c.listen), "address to listen on")
-            ("port", po::value(&c.port)->default_value(c.port), "TCP port to listen on")
+            ("port", po::value(&c.port)->default_value(c.port), "TCP port to listen on (0: any free port, with bootstrap=pmix)")
             ("chunk-size", po::value(&chunk)->default_value(chunk, "4M"), "default chunk size of new files (64 KiB multiple; k, M, G)")
             ("stripe-count", po::value(&c.stripe_count)->default_value(c.stripe_count), "daemons a new file spreads over (0: all)")
             ("replicas", po::value(&c.replicas)->default_value(c.replicas), "copies of each chunk (1 to 3)")
@@ -47,6 +47,7 @@ struct Table {
             ("daemons", po::value(&daemons), "comma-separated host:port of every daemon, in rank order (static bootstrap)")
             ("rank", po::value(&c.rank)->default_value(c.rank), "this daemon's index in --daemons (-1: the entry matching --listen/--port)")
             ("secret-file", po::value(&c.secret_file), "file holding the job secret clients and daemons must present")
+            ("cluster-file", po::value(&c.cluster_file), "rank 0 writes the cluster descriptor for clients here once the group is ready")
             ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads), "threads for disk and metadata work")
             ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
@@ -79,6 +80,12 @@ struct Table {
             return Status(Code::invalid, "bootstrap must be static or pmix, not '" + c.bootstrap + "'");
         if (c.bootstrap == "static" && c.daemons.empty())
             return Status(Code::invalid, "static bootstrap needs daemons=host:port,...");
+        if (c.bootstrap == "pmix" && !c.daemons.empty())
+            return Status(Code::invalid, "bootstrap=pmix learns the daemons from PMIx: drop daemons=");
+        if (c.bootstrap == "pmix" && c.rank >= 0)
+            return Status(Code::invalid, "bootstrap=pmix takes the rank from PMIx: drop rank=");
+        if (c.bootstrap == "static" && c.port == 0)
+            return Status(Code::invalid, "port=0 (any free port) needs bootstrap=pmix: a static list names every port");
         if (c.rank >= static_cast<int64_t>(c.daemons.size()) && c.bootstrap == "static")
             return Status(Code::invalid, "rank " + std::to_string(c.rank) + " is past the " +
                                              std::to_string(c.daemons.size()) + " daemons listed");
@@ -133,6 +140,19 @@ Result<uint64_t> parse_size(const std::string& text) {
     if (shift < 0) return Status(Code::invalid, "'" + text + "': unknown unit '" + unit + "' (k, M, G, T)");
     if (shift > 0 && n > (UINT64_MAX >> shift)) return Status(Code::range, "'" + text + "' is too large");
     return n << shift;
+}
+
+std::string expand_rank(const std::string& pattern, uint32_t rank) {
+    std::string out;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '%' && i + 1 < pattern.size() && (pattern[i + 1] == 'r' || pattern[i + 1] == '%')) {
+            out += pattern[i + 1] == 'r' ? std::to_string(rank) : "%";
+            ++i;
+        } else {
+            out += pattern[i];
+        }
+    }
+    return out;
 }
 
 std::string daemon_config_help() {

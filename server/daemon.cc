@@ -2,13 +2,20 @@
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "cluster_descriptor.h"
 #include "daemon_protocol.h"
 #include "log.h"
+#include "server/bootstrap_pmix.h"
 #include "server/chunk_service.h"
 #include "server/chunk_store.h"
 #include "server/meta_service.h"
@@ -22,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 // Destroyed in reverse order of declaration: peers and worker first (no new requests),
 // then the pool (finishes queued disk work), then the store it used.
 struct Daemon::Parts {
+    std::unique_ptr<PmixBootstrap> pmix; // during start only (pmix bootstrap); finalized last
     std::unique_ptr<ChunkStore> chunks;
     std::unique_ptr<MetaShard> meta;
     std::unique_ptr<boost::asio::thread_pool> pool;
@@ -73,28 +81,45 @@ Daemon::Daemon(DaemonConfig config, uint32_t rank) : config_(std::move(config)),
 
 Daemon::~Daemon() { stop(); }
 
-Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
-    if (config.bootstrap != "static")
-        return Status(Code::unsupported, "bootstrap '" + config.bootstrap + "' is not available yet");
-    auto rank = find_rank(config);
-    if (!rank.ok()) return rank.status();
-    auto secret = read_secret(config.secret_file);
+Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
+    // The rank comes first: it names the shard and may be part of the data directory.
+    std::unique_ptr<PmixBootstrap> pmix;
+    uint32_t rank = 0, size = 0;
+    if (config_in.bootstrap == "pmix") {
+        auto b = PmixBootstrap::init();
+        if (!b.ok()) return b.status();
+        pmix = std::move(*b);
+        rank = pmix->rank();
+        size = pmix->size();
+        log::set_name("jobfsd." + std::to_string(rank)); // jobfsd could not name its log before
+    } else if (config_in.bootstrap == "static") {
+        auto r = find_rank(config_in);
+        if (!r.ok()) return r.status();
+        rank = *r;
+        size = static_cast<uint32_t>(config_in.daemons.size());
+    } else {
+        return Status(Code::unsupported, "bootstrap '" + config_in.bootstrap + "' is not known");
+    }
+    auto secret = read_secret(config_in.secret_file);
     if (!secret.ok()) return secret.status();
 
-    std::unique_ptr<Daemon> d(new Daemon(config, *rank));
+    std::unique_ptr<Daemon> d(new Daemon(config_in, rank));
+    DaemonConfig& config = d->config_;
+    config.data_dir = expand_rank(config.data_dir, rank);
     d->parts_ = std::make_unique<Parts>();
     Parts& p = *d->parts_;
+    p.pmix = std::move(pmix);
     auto chunks = ChunkStore::open(config.data_dir, config.chunk_size);
     if (!chunks.ok()) return chunks.status().with_context("data directory");
     p.chunks = std::move(*chunks);
     // This daemon's rank is its shard of the namespace; shard 0 holds the root.
-    auto meta = MetaShard::open(config.data_dir + "/meta.db", *rank);
+    auto meta = MetaShard::open(config.data_dir + "/meta.db", rank);
     if (!meta.ok()) return meta.status().with_context("metadata");
     p.meta = std::move(*meta);
     p.pool = std::make_unique<boost::asio::thread_pool>(config.io_threads);
 
     transport::WorkerOptions wo;
-    wo.name = "jobfsd." + std::to_string(*rank);
+    wo.name = "jobfsd." + std::to_string(rank);
     wo.secret = *secret;
     wo.call_timeout = config.call_timeout;
     wo.busy_poll = std::chrono::microseconds(config.busy_poll_us);
@@ -104,7 +129,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
     p.chunk_service = std::make_unique<ChunkService>(*p.worker, *p.chunks, *p.pool);
     Parts* parts = &p;
     p.meta_service = std::make_unique<MetaService>(
-        *p.worker, *p.meta, *rank, static_cast<uint32_t>(config.daemons.size()),
+        *p.worker, *p.meta, rank, size,
         [parts](uint32_t r) -> Result<transport::Endpoint> {
             std::lock_guard lock(parts->peers_mu);
             if (r >= parts->peers.size() || !parts->peers[r].valid())
@@ -116,19 +141,32 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
     if (!port.ok()) return port.status();
     d->port_ = *port;
 
+    const auto deadline = Clock::now() + config.startup_timeout;
+    auto time_left = [&deadline] {
+        return std::max(std::chrono::milliseconds(1),
+                        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    };
+    if (p.pmix) {
+        // Listening first, so that the port published is the one bound (port=0 picks any).
+        std::string me = advertised_host(config.listen) + ":" + std::to_string(*port);
+        auto list = p.pmix->exchange(me, time_left());
+        if (!list.ok()) return list.status();
+        config.daemons = std::move(*list);
+        JOBFS_INFO("pmix: daemon %u of %u at %s", rank, size, me.c_str());
+    }
+
     // Connect to every peer; those not up yet refuse, so retry until the start-up deadline.
     {
         std::lock_guard lock(p.peers_mu);
         p.peers.resize(config.daemons.size());
     }
-    const auto deadline = Clock::now() + config.startup_timeout;
     for (;;) {
         std::vector<std::string> missing;
         Status last;
         for (uint32_t r = 0; r < config.daemons.size(); ++r) {
             {
                 std::lock_guard lock(p.peers_mu);
-                if (r == *rank || p.peers[r].valid()) continue;
+                if (r == rank || p.peers[r].valid()) continue;
             }
             auto [host, pport] = split_host_port(config.daemons[r]);
             auto ep = p.worker->connect(host, pport);
@@ -151,6 +189,23 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    // Under PMIx every daemon waits for every other to be connected too, so that "ready" (and
+    // the cluster file) means the whole group is; a static group has no such barrier. PMIx has
+    // done its work then and is finalized at once, while the launcher still answers: mpirun,
+    // ending a job, serves no PMIx requests, so a PMIx_Finalize at stop would block until the
+    // launcher's SIGKILL.
+    if (p.pmix) {
+        Status s = p.pmix->barrier(time_left());
+        if (!s.ok()) return s;
+        s = p.pmix->finalize(PmixBootstrap::kFinalizeLimit);
+        if (!s.ok()) JOBFS_WARN("%s", s.message().c_str()); // the group is up all the same
+        p.pmix.reset();
+    }
+    if (rank == 0 && !config.cluster_file.empty()) {
+        Status s = transport::write_cluster_descriptor(config.cluster_file, config.daemons, *secret);
+        if (!s.ok()) return s.with_context("cluster-file");
+        d->wrote_cluster_file_ = true;
+    }
     // Cross-shard operations a crash interrupted are finished or undone now that every
     // shard they touch is reachable.
     p.meta_service->resume_intents();
@@ -160,9 +215,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
 void Daemon::stop() {
     if (!parts_) return;
     Parts& p = *parts_;
-    p.worker->stop_listening();
-    p.meta_service->stop(); // coordinators finish their cross-shard steps
-    p.pool->join();        // queued disk work finishes and its replies go out
+    // Clients must not find a group that is going away.
+    if (wrote_cluster_file_ && ::unlink(config_.cluster_file.c_str()) != 0)
+        JOBFS_WARN("cannot remove cluster-file %s: %s", config_.cluster_file.c_str(), std::strerror(errno));
+    wrote_cluster_file_ = false;
+    if (p.worker) p.worker->stop_listening();
+    if (p.meta_service) p.meta_service->stop(); // coordinators finish their cross-shard steps
+    if (p.pool) p.pool->join(); // queued disk work finishes and its replies go out
     {
         std::lock_guard lock(p.peers_mu);
         p.peers.clear();

@@ -1,6 +1,8 @@
 // jobfsd: the jobfs storage daemon. Prints "ready rank=R size=N port=P" once the whole group
-// is connected; SIGTERM or SIGINT ends it gracefully (exit 0). Exit 1: could not start (the
-// reason is on stderr); exit 2: bad configuration or command line.
+// is connected (started by hand or a script with bootstrap=static, or as a job of its own by
+// mpirun / srun --mpi=pmix with bootstrap=pmix); SIGTERM or SIGINT ends it gracefully (exit
+// 0). Exit 1: could not start (the reason is on stderr); exit 2: bad configuration or command
+// line.
 #include <signal.h>
 
 #include <unistd.h>
@@ -30,8 +32,10 @@ int main(int argc, char** argv) {
                        : config->log_level == "debug" ? log::Level::debug
                                                       : log::Level::warn;
     log::set_level(level);
-    auto rank = server::find_rank(*config);
-    log::set_name(rank.ok() ? "jobfsd." + std::to_string(*rank) : std::string("jobfsd"));
+    std::string name = "jobfsd"; // under PMIx the rank is known only once started
+    if (config->bootstrap == "static")
+        if (auto rank = server::find_rank(*config); rank.ok()) name += "." + std::to_string(*rank);
+    log::set_name(name);
 
     // A peer or client that vanishes must cost an error, not the daemon (EPIPE, not SIGPIPE).
     ::signal(SIGPIPE, SIG_IGN);
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
         JOBFS_ERROR("cannot start: %s", daemon.status().to_string().c_str());
         return 1;
     }
+    log::set_name("jobfsd." + std::to_string((*daemon)->rank())); // known now under PMIx too
     std::printf("ready rank=%u size=%u port=%u\n", (*daemon)->rank(), (*daemon)->size(), (*daemon)->port());
     std::fflush(stdout);
     // Whoever waited for "ready" may close its end now: UCX (which logs to stdout) must not
@@ -57,5 +62,6 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &sig);
     JOBFS_INFO("signal %d: stopping", sig);
     (*daemon)->stop();
+    JOBFS_INFO("stopped");
     return 0;
 }

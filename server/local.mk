@@ -5,12 +5,13 @@ server_libjobfs_server_la_SOURCES = \
 	server/chunk_store.h server/chunk_store.cc \
 	server/chunk_service.h server/chunk_service.cc \
 	server/daemon.h server/daemon.cc \
+	server/bootstrap_pmix.h server/bootstrap_pmix.cc \
 	server/meta_shard.h server/meta_shard.cc \
 	server/meta_wire.h \
 	server/meta_coordinator.h server/meta_coordinator.cc \
 	server/meta_service.h server/meta_service.cc
-server_libjobfs_server_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(SQLITE_CFLAGS) $(ISAL_CFLAGS)
-server_libjobfs_server_la_LIBADD = ucx-transport/libjobfs_transport.la $(SQLITE_LIBS) $(ISAL_LIBS) $(BOOST_PO_LIBS)
+server_libjobfs_server_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(SQLITE_CFLAGS) $(ISAL_CFLAGS) $(PMIX_CFLAGS)
+server_libjobfs_server_la_LIBADD = ucx-transport/libjobfs_transport.la $(SQLITE_LIBS) $(ISAL_LIBS) $(BOOST_PO_LIBS) $(PMIX_LIBS)
 
 sbin_PROGRAMS += server/jobfsd
 server_jobfsd_SOURCES = server/jobfsd.cc

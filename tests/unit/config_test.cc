@@ -110,12 +110,39 @@ TEST(Config, PmixNeedsNoDaemonList) {
     EXPECT_TRUE(c->daemons.empty());
 }
 
+TEST(Config, PmixRefusesStaticSettingsAndStaticRefusesPortZero) {
+    auto msg = [](std::vector<std::string> a) { return parse(std::move(a)).status().message(); };
+    EXPECT_NE(msg({"--data-dir", "/d", "--bootstrap", "pmix", "--daemons", "a:1"}).find("daemons"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--bootstrap", "pmix", "--rank", "0"}).find("rank"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--port", "0"}).find("port=0"), std::string::npos);
+    auto c = parse({"--data-dir", "/d/%r", "--bootstrap", "pmix", "--port", "0", "--cluster-file", "/j/cluster"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->port, 0);
+    EXPECT_EQ(c->data_dir, "/d/%r"); // expanded once the rank is known
+    EXPECT_EQ(c->cluster_file, "/j/cluster");
+}
+
+TEST(Config, ClusterFileFromConfFile) {
+    ConfFile f("data_dir = /d\ndaemons = a:1\ncluster_file = /shared/job/cluster\n");
+    auto c = parse({"--config", f.path()});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->cluster_file, "/shared/job/cluster");
+}
+
+TEST(Config, RankSubstitution) {
+    EXPECT_EQ(expand_rank("/scratch/jobfs/%r", 7), "/scratch/jobfs/7");
+    EXPECT_EQ(expand_rank("/d/r%r/x%r", 12), "/d/r12/x12");
+    EXPECT_EQ(expand_rank("/d/100%%/%r", 0), "/d/100%/0");
+    EXPECT_EQ(expand_rank("/d/%x/%", 3), "/d/%x/%"); // other '%' stay
+    EXPECT_EQ(expand_rank("/plain", 3), "/plain");
+}
+
 TEST(Config, HelpListsEveryOption) {
     std::string help;
     std::vector<const char*> argv{"jobfsd", "--help"};
     auto c = parse_daemon_config(2, argv.data(), &help);
     ASSERT_TRUE(c.ok());
-    for (const char* opt : {"--data-dir", "--chunk-size", "--replicas", "--daemons", "--secret-file", "--bootstrap"})
+    for (const char* opt : {"--data-dir", "--chunk-size", "--replicas", "--daemons", "--secret-file", "--bootstrap", "--cluster-file"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "child_process.h"
+#include "client/cluster.h"
 #include "client/local_cluster.h"
 #include "daemon_protocol.h"
 #include "test_util.h"
@@ -50,7 +52,7 @@ protected:
         std::filesystem::remove_all(dir, ec);
     }
 
-    void start(int r, int startup_timeout_ms = 20000) {
+    void start(int r, int startup_timeout_ms = 20000, std::vector<std::string> extra = {}) {
         std::vector<std::string> argv{ChildProcess::beside_test("../../server/jobfsd"),
                                       "--data-dir", dir + "/d" + std::to_string(r),
                                       "--listen", "127.0.0.1",
@@ -58,6 +60,7 @@ protected:
                                       "--daemons", list,
                                       "--secret-file", dir + "/secret",
                                       "--startup-timeout-ms", std::to_string(startup_timeout_ms)};
+        argv.insert(argv.end(), extra.begin(), extra.end());
         daemons[r] = std::make_unique<ChildProcess>(argv);
     }
     void expect_ready(int r) {
@@ -187,6 +190,47 @@ TEST_F(DaemonTest, GracefulStopAndRestartKeepData) {
         EXPECT_EQ(d->ino, dirs[i]);
         EXPECT_EQ(d->mode & 0777, 0700u);
     }
+}
+
+TEST_F(DaemonTest, RankZeroWritesTheClusterFileAndRemovesItWhenStopped) {
+    const std::string cluster = dir + "/cluster";
+    for (int r = 0; r < kDaemons; ++r) start(r, 20000, {"--cluster-file", cluster});
+    for (int r = 0; r < kDaemons; ++r) expect_ready(r);
+    auto info = client::read_cluster(cluster);
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    std::string joined;
+    for (auto& d : info->daemons) joined += (joined.empty() ? "" : ",") + d;
+    EXPECT_EQ(joined, list);
+    EXPECT_EQ(info->secret, "job-secret-123");
+    struct stat st {};
+    ASSERT_EQ(::stat(cluster.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_FALSE(std::filesystem::exists(cluster + ".tmp"));
+    daemons[0]->signal(SIGTERM);
+    EXPECT_EQ(daemons[0]->wait(15s), std::optional<int>(0));
+    EXPECT_FALSE(std::filesystem::exists(cluster)) << "a stopped group's descriptor must not stay";
+}
+
+TEST_F(DaemonTest, DataDirRankSubstitution) {
+    // rank=R is given here, so %r is known before start; under PMIx it comes from PMIx.
+    list = "127.0.0.1:" + std::to_string(ports[0]);
+    ChildProcess p({ChildProcess::beside_test("../../server/jobfsd"), "--data-dir", dir + "/rank%r",
+                    "--listen", "127.0.0.1", "--port", std::to_string(ports[0]), "--daemons", list,
+                    "--secret-file", dir + "/secret"});
+    auto line = p.read_line(30s);
+    while (line && line->rfind("ready ", 0) != 0) line = p.read_line(30s);
+    ASSERT_TRUE(line.has_value());
+    EXPECT_TRUE(std::filesystem::exists(dir + "/rank0/meta.db"));
+    p.signal(SIGTERM);
+    EXPECT_EQ(p.wait(15s), std::optional<int>(0));
+}
+
+TEST_F(DaemonTest, PmixWithoutLauncherFailsPromptly) {
+    ChildProcess p({ChildProcess::beside_test("../../server/jobfsd"), "--bootstrap", "pmix", "--data-dir", dir + "/%r"});
+    auto code = p.wait(10s);
+    ASSERT_TRUE(code.has_value()) << "jobfsd waited for a PMIx server that is not there";
+    EXPECT_EQ(*code, 1);
+    EXPECT_FALSE(std::filesystem::exists(dir + "/0")) << "no data directory before the group is known";
 }
 
 TEST_F(DaemonTest, WaitsForLatePeersThenBecomesReady) {
