@@ -26,11 +26,26 @@ proto::Cred process_cred() {
     return c;
 }
 
-std::vector<std::string> components(const std::string& path) {
+constexpr size_t kMaxPath = 4096; // PATH_MAX, with its terminating NUL
+
+// The components of an absolute jobfs path, "." dropped and ".." taken lexically (as a shell's
+// `cd -L` does; above the root stays at the root).
+Result<std::vector<std::string>> components(const std::string& path) {
+    if (path.size() >= kMaxPath)
+        return Status(Code::name_too_long, "path of " + std::to_string(path.size()) + " bytes (limit " +
+                                               std::to_string(kMaxPath - 1) + ")");
+    if (path.find('\0') != std::string::npos) return Status(Code::invalid, "path contains a NUL byte");
+    if (path.empty() || path[0] != '/') return Status(Code::invalid, "jobfs paths are absolute ('" + path + "')");
     std::vector<std::string> out;
     std::stringstream ss(path);
-    for (std::string c; std::getline(ss, c, '/');)
-        if (!c.empty() && c != ".") out.push_back(c);
+    for (std::string c; std::getline(ss, c, '/');) {
+        if (c.empty() || c == ".") continue;
+        if (c == "..") {
+            if (!out.empty()) out.pop_back();
+            continue;
+        }
+        out.push_back(c);
+    }
     return out;
 }
 
@@ -72,39 +87,45 @@ Result<std::unique_ptr<Client>> Client::connect_env(const ClientOptions& options
 Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int depth) {
     if (depth > kMaxSymlinkDepth) return Status(Code::loop, "too many levels of symbolic links");
     auto parts = components(path);
-    auto cur = rpc::call<proto::Getattr>(at(kRoot), proto::InoRequest{kRoot});
-    if (!cur.ok()) return cur.status();
+    if (!parts.ok()) return parts.status();
+    if (parts->empty()) return rpc::call<proto::Getattr>(at(kRoot), proto::InoRequest{kRoot});
+    // The root is always directory 1: the walk starts with the first lookup.
+    proto::Attr cur;
+    cur.ino = kRoot;
+    cur.type = 2;
     std::string walked;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        if (cur->type != 2) return Status(Code::not_dir, walked + " is not a directory");
-        if (parts[i] == "..") return Status(Code::invalid, "'..' in jobfs paths is not supported");
-        auto next = rpc::call<proto::Lookup>(at(cur->ino), proto::NameRequest{cred_, cur->ino, parts[i]});
+    for (size_t i = 0; i < parts->size(); ++i) {
+        const std::string& name = (*parts)[i];
+        if (cur.type != 2) return Status(Code::not_dir, walked + " is not a directory");
+        auto next = rpc::call<proto::Lookup>(at(cur.ino), proto::NameRequest{cred_, cur.ino, name});
         if (!next.ok()) return next.status();
-        walked += "/" + parts[i];
-        const bool last = i + 1 == parts.size();
+        walked += "/" + name;
+        const bool last = i + 1 == parts->size();
         if (next->type == 3 && (!last || follow_last)) {
             // A symlink: continue from its target (absolute within jobfs, or relative to cur).
-            std::string target = next->target;
+            const std::string& target = next->target;
             std::string base = walked.substr(0, walked.rfind('/'));
             std::string rest;
-            for (size_t j = i + 1; j < parts.size(); ++j) rest += "/" + parts[j];
+            for (size_t j = i + 1; j < parts->size(); ++j) rest += "/" + (*parts)[j];
             std::string resolved = (target.size() && target[0] == '/' ? target : base + "/" + target) + rest;
             return walk(resolved, follow_last, depth + 1);
         }
-        cur = std::move(next);
+        cur = std::move(*next);
     }
     return cur;
 }
 
 Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path) {
     auto parts = components(path);
-    if (parts.empty()) return Status(Code::invalid, "the root has no parent");
+    if (!parts.ok()) return parts.status();
+    if (parts->empty()) return Status(Code::invalid, "the root has no parent");
+    if (parts->size() == 1) return std::make_pair(kRoot, parts->back());
     std::string dir;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) dir += "/" + parts[i];
-    auto d = walk(dir.empty() ? "/" : dir, true);
+    for (size_t i = 0; i + 1 < parts->size(); ++i) dir += "/" + (*parts)[i];
+    auto d = walk(dir, true);
     if (!d.ok()) return d.status();
     if (d->type != 2) return Status(Code::not_dir, dir + " is not a directory");
-    return std::make_pair(d->ino, parts.back());
+    return std::make_pair(d->ino, parts->back());
 }
 
 // ---- namespace ------------------------------------------------------------------------------
@@ -141,11 +162,20 @@ Status Client::unlink(const std::string& path) {
     if (!p.ok()) return with_path(p.status(), "unlink", path);
     auto r = rpc::call<proto::Unlink>(at(p->first), proto::NameRequest{cred_, p->first, p->second});
     if (!r.ok()) return with_path(r.status(), "unlink", path);
-    if (r->last_link && r->attr.type == 1) {
-        Status s = io_->remove_file(r->attr.ino);
-        if (!s.ok()) return with_path(s, "remove data of", path);
-    }
+    if (r->last_link && r->attr.type == 1) return release_data(r->attr.ino, path);
     return Status::OK();
+}
+
+Status Client::release_data(uint64_t ino, const std::string& path) {
+    {
+        std::lock_guard lock(open_mu_);
+        if (open_count_.count(ino)) {
+            unlinked_open_.insert(ino);
+            return Status::OK();
+        }
+    }
+    Status s = io_->remove_file(ino);
+    return s.ok() ? s : with_path(s, "remove data of", path);
 }
 
 Status Client::rename(const std::string& from, const std::string& to, uint32_t flags) {
@@ -156,10 +186,8 @@ Status Client::rename(const std::string& from, const std::string& to, uint32_t f
     auto r = rpc::call<proto::Rename>(at(a->first),
                                       proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
     if (!r.ok()) return with_path(r.status(), "rename " + from + " to", to);
-    if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1) {
-        Status s = io_->remove_file(r->replaced->attr.ino);
-        if (!s.ok()) return with_path(s, "remove data of replaced", to);
-    }
+    if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1)
+        return release_data(r->replaced->attr.ino, to);
     return Status::OK();
 }
 
@@ -241,6 +269,10 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
         if (!s.ok()) return with_path(s, "truncate", path);
         f->size_at_open = 0;
     }
+    if (a->type == 1) {
+        std::lock_guard lock(open_mu_);
+        ++open_count_[f->ino];
+    }
     return f;
 }
 
@@ -265,6 +297,10 @@ Status Client::settle_size(File& f) {
     if (!f.dirty.exchange(false)) return Status::OK();
     auto r = rpc::call<proto::ExtendSize>(at(f.ino), proto::ExtendSizeRequest{f.ino, f.high_water.load()});
     if (!r.ok()) {
+        if (r.status().code() == Code::not_found) {
+            std::lock_guard lock(open_mu_);
+            if (unlinked_open_.count(f.ino)) return Status::OK(); // open but unlinked: no size to keep
+        }
         f.dirty = true;
         return r.status().with_context("settle file size");
     }
@@ -278,6 +314,23 @@ Status Client::fsync(File& f) {
     return settle_size(f);
 }
 
-Status Client::close(File& f) { return settle_size(f); }
+Status Client::close(File& f) {
+    if (f.closed) return Status::OK();
+    f.closed = true;
+    bool doomed = false, last = false;
+    {
+        std::lock_guard lock(open_mu_);
+        auto it = open_count_.find(f.ino);
+        if (it != open_count_.end() && --it->second == 0) {
+            open_count_.erase(it);
+            last = true;
+        }
+        doomed = unlinked_open_.count(f.ino) != 0;
+        if (doomed && last) unlinked_open_.erase(f.ino);
+    }
+    // An unlinked file has no size to settle any more; its data goes with its last close.
+    if (doomed) return last ? io_->remove_file(f.ino) : Status::OK();
+    return settle_size(f);
+}
 
 } // namespace jobfs::client

@@ -12,8 +12,11 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "client/cluster.h"
@@ -39,6 +42,7 @@ struct File {
     uint64_t size_at_open = 0;
     std::atomic<uint64_t> high_water{0};  // end of the furthest byte this handle wrote
     std::atomic<bool> dirty{false};       // written since the size was last settled
+    bool closed = false;                  // Client::close ran (a second close is a no-op)
     uint64_t size() const { return std::max(size_at_open, high_water.load()); }
 };
 
@@ -53,7 +57,9 @@ public:
     Result<proto::Attr> lstat(const std::string& path);
     Result<proto::Attr> mkdir(const std::string& path, uint32_t mode = 0755);
     Status rmdir(const std::string& path);
-    Status unlink(const std::string& path);               // the data goes with the last link
+    // The data goes with the last link, or, while this Client has the file open, with the
+    // last close (as POSIX has it for one process; see libjobfs(3) for other processes).
+    Status unlink(const std::string& path);
     Status rename(const std::string& from, const std::string& to, uint32_t flags = 0);
     Result<std::vector<proto::DirEntry>> list(const std::string& path);
     Result<proto::Attr> symlink(const std::string& target, const std::string& path);
@@ -80,6 +86,12 @@ private:
     Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path);
     Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0);
     Status settle_size(File& f);
+    // The data of a file whose last link went: removed now, or at the last close here.
+    Status release_data(uint64_t ino, const std::string& path);
+
+    std::mutex open_mu_;                          // guards the two below
+    std::unordered_map<uint64_t, int> open_count_;  // files open through this Client
+    std::unordered_set<uint64_t> unlinked_open_;    // of those, the ones whose last link went
 
     std::unique_ptr<transport::Worker> worker_;
     std::vector<transport::Endpoint> eps_;

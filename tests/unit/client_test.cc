@@ -6,6 +6,7 @@
 #include <climits>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "client/client.h"
@@ -226,6 +227,155 @@ TEST_F(ClientTest, KilledDaemonFailsPromptlyNeverHangs) {
               true)
         << back.status().to_string();
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
+    constexpr int kFiles = 10000;
+    ASSERT_TRUE(client->mkdir("/many").ok());
+    for (int i = 0; i < kFiles; ++i) {
+        auto f = client->open("/many/f" + std::to_string(i), O_WRONLY | O_CREAT | O_EXCL);
+        ASSERT_TRUE(f.ok()) << i << ": " << f.status().to_string();
+        ASSERT_TRUE(client->close(**f).ok());
+    }
+    auto list = client->list("/many");
+    ASSERT_TRUE(list.ok()) << list.status().to_string();
+    ASSERT_EQ(list->size(), size_t(kFiles));
+    std::set<std::string> names;
+    for (auto& e : *list) names.insert(e.name);
+    EXPECT_EQ(names.size(), size_t(kFiles)); // no duplicates across readdir pages
+    for (int i = 0; i < kFiles; i += 997) EXPECT_TRUE(names.count("f" + std::to_string(i))) << i;
+}
+
+TEST_F(ClientTest, RenameAcrossDaemonsMovesNamesDataAndDirectories) {
+    // Directories land on daemons by hash: make sure /src and /dst are on different ones.
+    ASSERT_TRUE(client->mkdir("/src").ok());
+    std::string dst;
+    for (int i = 0; dst.empty(); ++i) {
+        std::string d = "/dst" + std::to_string(i);
+        auto a = client->mkdir(d);
+        ASSERT_TRUE(a.ok());
+        if (proto::shard_of(a->ino) != proto::shard_of(client->stat("/src")->ino)) dst = d;
+        ASSERT_LT(i, 50);
+    }
+    ASSERT_TRUE(write_file("/src/data", pattern(3 << 20, 11)).ok());
+    ASSERT_TRUE(client->rename("/src/data", dst + "/data").ok());
+    EXPECT_EQ(client->stat("/src/data").status().code(), Code::not_found);
+    EXPECT_EQ(*read_file(dst + "/data"), pattern(3 << 20, 11));
+    // Over an existing file: the replaced file's data goes.
+    ASSERT_TRUE(write_file("/src/other", pattern(2 << 20, 12)).ok());
+    ASSERT_TRUE(client->rename(dst + "/data", "/src/other").ok());
+    EXPECT_EQ(*read_file("/src/other"), pattern(3 << 20, 11));
+    // A whole directory (with contents) into another one, and refused below itself.
+    ASSERT_TRUE(client->mkdir("/src/sub").ok());
+    ASSERT_TRUE(write_file("/src/sub/leaf", pattern(1000, 13)).ok());
+    ASSERT_TRUE(client->rename("/src", dst + "/moved").ok());
+    EXPECT_EQ(*read_file(dst + "/moved/sub/leaf"), pattern(1000, 13));
+    EXPECT_EQ(client->rename(dst, dst + "/moved/sub/loop").code(), Code::invalid);
+    // Unlinking a file whose inode stayed on another daemon removes it and its data.
+    ASSERT_TRUE(client->unlink(dst + "/moved/other").ok());
+    EXPECT_EQ(client->stat(dst + "/moved/other").status().code(), Code::not_found);
+}
+
+TEST_F(ClientTest, UnlinkOfAnOpenFileKeepsItsDataUntilTheLastClose) {
+    ASSERT_TRUE(write_file("/open", pattern(2 << 20, 14)).ok());
+    auto f = client->open("/open", O_RDWR);
+    ASSERT_TRUE(f.ok());
+    auto g = client->open("/open", O_RDONLY);
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(client->unlink("/open").ok());
+    EXPECT_EQ(client->stat("/open").status().code(), Code::not_found);
+    // Still readable and writable through the open handles.
+    std::vector<uint8_t> buf(2 << 20);
+    auto n = client->pread(**f, 0, buf);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(buf, pattern(2 << 20, 14));
+    ASSERT_TRUE(client->pwrite(**f, 0, pattern(4096, 15)).ok());
+    ASSERT_TRUE(client->fsync(**f).ok());
+    ASSERT_TRUE(client->close(**f).ok());
+    n = client->pread(**g, 0, std::span<uint8_t>(buf.data(), 4096));
+    ASSERT_TRUE(n.ok());
+    EXPECT_TRUE(std::equal(buf.begin(), buf.begin() + 4096, pattern(4096, 15).begin()));
+    size_t chunks = 0;
+    for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().parent_path().parent_path().filename() == "chunks") ++chunks;
+    EXPECT_GE(chunks, 2u);
+    ASSERT_TRUE(client->close(**g).ok()); // the last close: now the data goes
+    chunks = 0;
+    for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().parent_path().parent_path().filename() == "chunks") ++chunks;
+    EXPECT_EQ(chunks, 0u);
+}
+
+TEST_F(ClientTest, BadPathsAndNamesGetClearErrorsAndChangeNothing) {
+    EXPECT_EQ(client->mkdir(std::string("/a\0b", 4)).status().code(), Code::invalid);
+    EXPECT_EQ(client->mkdir("relative").status().code(), Code::invalid);
+    EXPECT_EQ(client->mkdir("").status().code(), Code::invalid);
+    EXPECT_EQ(client->mkdir("/" + std::string(256, 'n')).status().code(), Code::name_too_long);
+    EXPECT_TRUE(client->mkdir("/" + std::string(255, 'n')).ok());
+    std::string deep;
+    while (deep.size() < 4096) deep += "/d";
+    EXPECT_EQ(client->stat(deep).status().code(), Code::name_too_long);
+    EXPECT_EQ(client->open("/", O_WRONLY | O_CREAT).status().code(), Code::invalid);
+    EXPECT_EQ(client->rmdir("/").code(), Code::invalid);
+    // ".." is taken lexically, and never above the root.
+    ASSERT_TRUE(client->mkdir("/p").ok());
+    ASSERT_TRUE(client->mkdir("/p/q").ok());
+    EXPECT_EQ(client->stat("/p/q/..")->ino, client->stat("/p")->ino);
+    EXPECT_EQ(client->stat("/../../p")->ino, client->stat("/p")->ino);
+    auto root = client->list("/");
+    ASSERT_TRUE(root.ok());
+    EXPECT_EQ(root->size(), 2u); // "p" and the 255-byte name, nothing from the failures
+}
+
+// A data disk that fills up: ENOSPC for the writer, nothing already written lost, and the
+// space usable again once the file is gone.
+TEST(ClientFullDiskTest, SmallDataDirectoryGivesEnospcAndLosesNothing) {
+    test::TempDir dir("jobfs-full");
+    ASSERT_EQ(::system(("mount -t tmpfs -o size=48m jobfs-test " + dir.path()).c_str()), 0)
+        << "this test mounts a small tmpfs and needs root";
+    struct Unmount {
+        std::string p;
+        ~Unmount() { (void)!::system(("umount -l " + p).c_str()); }
+    } unmount{dir.path()};
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir.path() + "/cluster";
+    o.daemons = 3;
+    o.extra_args = {"--chunk-size", "1M"};
+    auto cluster = LocalCluster::start(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
+    auto c = Client::connect((*cluster)->info());
+    ASSERT_TRUE(c.ok());
+    Client& cl = **c;
+    auto keep = cl.open("/keep", O_WRONLY | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(keep.ok());
+    ASSERT_TRUE(cl.pwrite(**keep, 0, pattern(8 << 20, 21)).ok());
+    ASSERT_TRUE(cl.close(**keep).ok());
+
+    auto big = cl.open("/big", O_WRONLY | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(big.ok());
+    Status s;
+    uint64_t written = 0;
+    for (; written < (96u << 20) && s.ok(); written += 4 << 20) s = cl.pwrite(**big, written, pattern(4 << 20, 22));
+    ASSERT_FALSE(s.ok()) << "96 MiB fit into a 48 MiB file system";
+    EXPECT_EQ(s.to_errno(), ENOSPC) << s.to_string();
+    (void)cl.close(**big);
+
+    auto again = cl.open("/keep", O_RDONLY);
+    ASSERT_TRUE(again.ok());
+    std::vector<uint8_t> back(8 << 20);
+    auto n = cl.pread(**again, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(back, pattern(8 << 20, 21));
+    ASSERT_TRUE(cl.close(**again).ok());
+
+    ASSERT_TRUE(cl.unlink("/big").ok());
+    auto after = cl.open("/after", O_WRONLY | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(after.ok());
+    EXPECT_TRUE(cl.pwrite(**after, 0, pattern(16 << 20, 23)).ok());
+    EXPECT_TRUE(cl.close(**after).ok());
+    c->reset();
+    EXPECT_TRUE((*cluster)->stop().ok());
 }
 
 } // namespace
