@@ -53,6 +53,12 @@ Status with_path(const Status& s, const std::string& op, const std::string& path
     return s.with_context(op + " " + path);
 }
 
+void raise(std::atomic<uint64_t>& v, uint64_t to) {
+    uint64_t cur = v.load();
+    while (to > cur && !v.compare_exchange_weak(cur, to)) {
+    }
+}
+
 } // namespace
 
 Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, const ClientOptions& options) {
@@ -198,7 +204,7 @@ Result<std::vector<proto::DirEntry>> Client::list(const std::string& path) {
     std::vector<proto::DirEntry> all;
     std::string after;
     for (;;) {
-        auto page = rpc::call<proto::Readdir>(at(d->ino), proto::ReaddirRequest{cred_, d->ino, after, 1000});
+        auto page = readdir(d->ino, after);
         if (!page.ok()) return with_path(page.status(), "list", path);
         for (auto& e : page->entries) all.push_back(std::move(e));
         if (!page->more || all.empty()) break;
@@ -219,14 +225,81 @@ Status Client::truncate(const std::string& path, uint64_t size) {
     auto a = stat(path);
     if (!a.ok()) return a.status();
     if (a->type == 2) return Status(Code::is_dir, "truncate " + path + ": is a directory");
-    proto::SetattrRequest req;
-    req.cred = cred_;
-    req.ino = a->ino;
-    req.size = size;
-    auto r = rpc::call<proto::Setattr>(at(a->ino), req);
-    if (!r.ok()) return with_path(r.status(), "truncate", path);
-    if (size < a->size) return io_->truncate_chunks(a->ino, Layout{a->chunk_size, a->stripe_count}, a->size, size);
-    return Status::OK();
+    proto::SetattrRequest set;
+    set.size = size;
+    auto r = apply_setattr(*a, std::move(set));
+    return r.ok() ? Status::OK() : with_path(r.status(), "truncate", path);
+}
+
+Result<proto::Attr> Client::apply_setattr(const proto::Attr& a, proto::SetattrRequest set) {
+    set.cred = cred_;
+    set.ino = a.ino;
+    auto r = rpc::call<proto::Setattr>(at(a.ino), set);
+    if (!r.ok()) return r.status();
+    if (set.size && *set.size < a.size) {
+        Status s = io_->truncate_chunks(a.ino, Layout{a.chunk_size, a.stripe_count}, a.size, *set.size);
+        if (!s.ok()) return s.with_context("cut the data");
+    }
+    return r;
+}
+
+Result<proto::Attr> Client::setattr(const std::string& path, proto::SetattrRequest set, bool follow) {
+    auto a = walk(path, follow);
+    if (!a.ok()) return with_path(a.status(), "setattr", path);
+    auto r = apply_setattr(*a, std::move(set));
+    if (!r.ok()) return with_path(r.status(), "setattr", path);
+    return r;
+}
+
+Result<proto::Attr> Client::link(const std::string& existing, const std::string& path) {
+    auto a = walk(existing, false);
+    if (!a.ok()) return with_path(a.status(), "link", existing);
+    auto p = parent_of(path);
+    if (!p.ok()) return with_path(p.status(), "link to", path);
+    auto r = rpc::call<proto::Link>(at(p->first), proto::LinkRequest{cred_, a->ino, p->first, p->second});
+    if (!r.ok()) return with_path(r.status(), "link " + existing + " to", path);
+    return r;
+}
+
+Result<std::string> Client::readlink(const std::string& path) {
+    auto a = walk(path, false);
+    if (!a.ok()) return with_path(a.status(), "readlink", path);
+    if (a->type != 3) return Status(Code::invalid, "readlink " + path + ": not a symbolic link");
+    return a->target; // a lookup answers with the whole inode, target included
+}
+
+Result<std::string> Client::getxattr(const std::string& path, const std::string& name) {
+    auto a = walk(path, true);
+    if (!a.ok()) return with_path(a.status(), "getxattr", path);
+    auto v = rpc::call<proto::Getxattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, name, {}, 0});
+    if (!v.ok()) return with_path(v.status(), "getxattr " + name + " of", path);
+    return std::move(v->value);
+}
+
+Status Client::setxattr(const std::string& path, const std::string& name, const std::string& value, int flags) {
+    auto a = walk(path, true);
+    if (!a.ok()) return with_path(a.status(), "setxattr", path);
+    auto r = rpc::call<proto::Setxattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, name, value, flags});
+    return r.ok() ? Status::OK() : with_path(r.status(), "setxattr " + name + " of", path);
+}
+
+Result<std::vector<std::string>> Client::listxattr(const std::string& path) {
+    auto a = walk(path, true);
+    if (!a.ok()) return with_path(a.status(), "listxattr", path);
+    auto v = rpc::call<proto::Listxattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, {}, {}, 0});
+    if (!v.ok()) return with_path(v.status(), "listxattr", path);
+    return std::move(v->names);
+}
+
+Status Client::removexattr(const std::string& path, const std::string& name) {
+    auto a = walk(path, true);
+    if (!a.ok()) return with_path(a.status(), "removexattr", path);
+    auto r = rpc::call<proto::Removexattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, name, {}, 0});
+    return r.ok() ? Status::OK() : with_path(r.status(), "removexattr " + name + " of", path);
+}
+
+Result<proto::ReaddirResponse> Client::readdir(uint64_t ino, const std::string& after, uint32_t max) {
+    return rpc::call<proto::Readdir>(at(ino), proto::ReaddirRequest{cred_, ino, after, max});
 }
 
 Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& layout) {
@@ -252,12 +325,13 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
         a = walk(path, true);
     }
     if (!a.ok()) return with_path(a.status(), "open", path);
-    if (a->type == 2 && (flags & O_ACCMODE) != O_RDONLY) return Status(Code::is_dir, "open " + path + ": is a directory");
+    // Directories are listed, never opened: their inode has no chunks to read.
+    if (a->type == 2) return Status(Code::is_dir, "open " + path + ": is a directory");
     auto f = std::make_unique<File>();
     f->ino = a->ino;
     f->layout = Layout{a->chunk_size ? a->chunk_size : 4ull << 20, a->stripe_count};
     f->flags = flags;
-    f->size_at_open = a->size;
+    f->size_at_open.store(a->size);
     if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && a->size > 0) {
         proto::SetattrRequest req;
         req.cred = cred_;
@@ -267,7 +341,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
         if (!r.ok()) return with_path(r.status(), "truncate", path);
         Status s = io_->truncate_chunks(a->ino, f->layout, a->size, 0);
         if (!s.ok()) return with_path(s, "truncate", path);
-        f->size_at_open = 0;
+        f->size_at_open.store(0);
     }
     if (a->type == 1) {
         std::lock_guard lock(open_mu_);
@@ -280,10 +354,7 @@ Status Client::pwrite(File& f, uint64_t offset, std::span<const uint8_t> data) {
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, "file not open for writing");
     Status s = io_->pwrite(f.ino, f.layout, offset, data);
     if (!s.ok()) return s;
-    const uint64_t end = offset + data.size();
-    uint64_t cur = f.high_water.load();
-    while (end > cur && !f.high_water.compare_exchange_weak(cur, end)) {
-    }
+    raise(f.high_water, offset + data.size());
     f.dirty = true;
     return Status::OK();
 }
@@ -304,7 +375,7 @@ Status Client::settle_size(File& f) {
         f.dirty = true;
         return r.status().with_context("settle file size");
     }
-    f.size_at_open = std::max(f.size_at_open, r->size);
+    raise(f.size_at_open, r->size);
     return Status::OK();
 }
 
@@ -331,6 +402,31 @@ Status Client::close(File& f) {
     // An unlinked file has no size to settle any more; its data goes with its last close.
     if (doomed) return last ? io_->remove_file(f.ino) : Status::OK();
     return settle_size(f);
+}
+
+Result<proto::Attr> Client::fstat(File& f) {
+    auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
+    if (!a.ok()) return a.status().with_context("fstat inode " + std::to_string(f.ino));
+    f.size_at_open.store(a->size); // the settled size now: others' settled writes, a truncate
+    a->size = f.size();
+    return a;
+}
+
+Status Client::ftruncate(File& f, uint64_t size) {
+    const std::string what = "ftruncate inode " + std::to_string(f.ino);
+    if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, what + ": file not open for writing");
+    auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
+    if (!a.ok()) return a.status().with_context(what);
+    a->size = std::max(a->size, f.size()); // this handle's unsettled bytes past `size` go too
+    proto::SetattrRequest set;
+    set.size = size;
+    auto r = apply_setattr(*a, std::move(set));
+    if (!r.ok()) return r.status().with_context(what);
+    uint64_t hw = f.high_water.load();
+    while (hw > size && !f.high_water.compare_exchange_weak(hw, size)) {
+    }
+    f.size_at_open.store(size);
+    return Status::OK();
 }
 
 } // namespace jobfs::client

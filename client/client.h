@@ -39,11 +39,13 @@ struct File {
     uint64_t ino = 0;
     Layout layout;
     int flags = 0;                        // O_RDONLY / O_WRONLY / O_RDWR, O_APPEND…
-    uint64_t size_at_open = 0;
+    // The settled size this handle last saw (at open, settle, fstat, ftruncate): reads stop
+    // at size(). Atomic, as every thread of a File may raise it.
+    std::atomic<uint64_t> size_at_open{0};
     std::atomic<uint64_t> high_water{0};  // end of the furthest byte this handle wrote
     std::atomic<bool> dirty{false};       // written since the size was last settled
     bool closed = false;                  // Client::close ran (a second close is a no-op)
-    uint64_t size() const { return std::max(size_at_open, high_water.load()); }
+    uint64_t size() const { return std::max(size_at_open.load(), high_water.load()); }
 };
 
 class Client {
@@ -65,15 +67,42 @@ public:
     Result<proto::Attr> symlink(const std::string& target, const std::string& path);
     Status truncate(const std::string& path, uint64_t size);
     Result<proto::Attr> set_layout(const std::string& path, const Layout& layout);
+    // Hard link: a new name for existing (not followed if a symlink, as link(2)). The new
+    // name's directory must live on the daemon of existing's inode (cross_device otherwise).
+    Result<proto::Attr> link(const std::string& existing, const std::string& path);
+    // The target of a symlink (invalid if path is not one).
+    Result<std::string> readlink(const std::string& path);
+    // chmod, chown, utimens and truncate in one: every field of `set` present is changed
+    // (set.cred and set.ino are filled in here). follow: resolve a final symlink (chmod and
+    // utimens do; lchown does not). A smaller size cuts the data as truncate does.
+    Result<proto::Attr> setattr(const std::string& path, proto::SetattrRequest set, bool follow = true);
+    // Extended attributes (getxattr(2) semantics; a final symlink is followed). flags of
+    // setxattr: XATTR_CREATE 1, XATTR_REPLACE 2.
+    Result<std::string> getxattr(const std::string& path, const std::string& name);
+    Status setxattr(const std::string& path, const std::string& name, const std::string& value, int flags = 0);
+    Result<std::vector<std::string>> listxattr(const std::string& path);
+    Status removexattr(const std::string& path, const std::string& name);
+    // One page of directory `ino`: up to max entries with names after `after` ("" = first).
+    // list() reads a whole directory; this serves iterators that must not hold it all.
+    Result<proto::ReaddirResponse> readdir(uint64_t ino, const std::string& after, uint32_t max = 1000);
 
     // ---- files ---------------------------------------------------------------------------
-    // flags as open(2): O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC.
+    // flags as open(2): O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC. A directory is
+    // refused (is_dir): list() reads it.
     Result<std::unique_ptr<File>> open(const std::string& path, int flags, uint32_t mode = 0644,
                                        const Layout& layout = {0, 0});
     Status pwrite(File& f, uint64_t offset, std::span<const uint8_t> data);
     Result<size_t> pread(File& f, uint64_t offset, std::span<uint8_t> out);
     Status fsync(File& f);  // data durable on the daemons, size settled
     Status close(File& f);  // size settled
+    // The inode's attributes with the size as this handle sees it: the settled size, or more
+    // if this handle wrote past it (unsettled writes of other clients show after their fsync
+    // or close). Raises f's view of the size, so reads see what others settled.
+    Result<proto::Attr> fstat(File& f);
+    // Sets the size of an open file (writable handle), cutting chunks when it shrinks.
+    Status ftruncate(File& f, uint64_t size);
+    // How the file's bytes are spread (its chunk size and stripe count).
+    const Layout& layout(const File& f) const { return f.layout; }
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(eps_.size()); }
     const std::vector<transport::Endpoint>& daemons() const { return eps_; }
@@ -88,6 +117,8 @@ private:
     Status settle_size(File& f);
     // The data of a file whose last link went: removed now, or at the last close here.
     Status release_data(uint64_t ino, const std::string& path);
+    // Sends set for inode a (its state before) and cuts the chunks past a smaller size.
+    Result<proto::Attr> apply_setattr(const proto::Attr& a, proto::SetattrRequest set);
 
     std::mutex open_mu_;                          // guards the two below
     std::unordered_map<uint64_t, int> open_count_;  // files open through this Client
