@@ -1,4 +1,6 @@
-# client/: the client library (a convenience library until libjobfs gets its public API).
+# client/: the client library. libjobfs_client.la (C++, convenience) serves the tool and the
+# tests; libjobfs.la is the installed shared library with the C API of jobfs.h, exporting
+# jobfs_* and nothing else.
 noinst_LTLIBRARIES += client/libjobfs_client.la
 client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
@@ -26,3 +28,16 @@ TESTS += tests/unit/client_test
 bin_PROGRAMS += client/jobfs
 client_jobfs_SOURCES = client/jobfs_cli.cc
 client_jobfs_LDADD = client/libjobfs_client.la $(BOOST_PO_LIBS)
+
+lib_LTLIBRARIES += client/libjobfs.la
+include_HEADERS += client/jobfs.h
+client_libjobfs_la_SOURCES = client/jobfs.h client/jobfs_c.cc
+client_libjobfs_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
+client_libjobfs_la_LIBADD = client/libjobfs_client.la
+client_libjobfs_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -export-symbols-regex '^jobfs_' \
+	-Wl,--version-script=$(srcdir)/client/libjobfs.map
+EXTRA_client_libjobfs_la_DEPENDENCIES = client/libjobfs.map
+EXTRA_DIST += client/libjobfs.map
+pkgconfigdir = $(libdir)/pkgconfig
+pkgconfig_DATA += client/jobfs.pc
+
