@@ -41,3 +41,18 @@ EXTRA_DIST += client/libjobfs.map
 pkgconfigdir = $(libdir)/pkgconfig
 pkgconfig_DATA += client/jobfs.pc
 
+# The C API against three real jobfsd processes, through the installed library's interface.
+check_PROGRAMS += tests/unit/c_api_test
+tests_unit_c_api_test_SOURCES = tests/unit/c_api_test.cc tests/unit/test_util.h
+tests_unit_c_api_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_c_api_test_LDADD = client/libjobfs.la client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/c_api_test
+
+# A C99 program using jobfs.h (compiled -std=c99 -pedantic), run by c_api_test.sh against
+# `jobfs local up`; the shell test also checks that libjobfs exports jobfs_* only.
+check_PROGRAMS += tests/unit/c_api_compile
+tests_unit_c_api_compile_SOURCES = tests/unit/c_api_compile.c
+tests_unit_c_api_compile_CFLAGS = $(AM_CFLAGS) -std=c99 -pedantic
+tests_unit_c_api_compile_LDADD = client/libjobfs.la
+EXTRA_DIST += tests/c_api_test.sh
+TESTS += tests/c_api_test.sh
