@@ -15,6 +15,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "client/client.h"
@@ -48,28 +49,47 @@ thread_local std::string t_last_error;
 
 constexpr size_t kMaxXattrValue = 65536; // as Linux's XATTR_SIZE_MAX, and the daemons' limit
 
+// Keeps msg as this thread's last error; never throws (an unbuildable message leaves "").
+void set_last_error(std::string_view a, std::string_view b = {}) noexcept {
+    try {
+        t_last_error.assign(a);
+        t_last_error.append(b);
+    } catch (...) {
+        t_last_error.clear();
+    }
+}
+
 // Records why a call failed and returns what the caller gets: -errno.
-int fail(const Status& s) {
-    t_last_error = s.message().empty() ? std::string(jobfs::code_name(s.code())) : s.message();
+int fail(const Status& s) noexcept {
+    if (s.message().empty()) set_last_error(jobfs::code_name(s.code()));
+    else set_last_error(s.message());
     return -s.to_errno();
 }
 
-int fail(int err, std::string message) {
-    t_last_error = std::move(message);
+int fail(int err, const std::string& message) noexcept {
+    set_last_error(message);
     return -err;
 }
 
-// Runs body, keeping exceptions on this side of the C edge.
+// Runs body, keeping exceptions on this side of the C edge (the handlers allocate nothing
+// that could throw again).
 template <class Body>
 auto guarded(const char* op, Body&& body) noexcept -> decltype(body()) {
     try {
         return body();
     } catch (const std::bad_alloc&) {
-        return fail(ENOMEM, std::string(op) + ": out of memory");
+        set_last_error(op, ": out of memory");
+        return -ENOMEM;
     } catch (const std::exception& e) {
-        return fail(EIO, std::string(op) + ": " + e.what());
+        set_last_error(op, ": unexpected error: ");
+        try {
+            t_last_error.append(e.what());
+        } catch (...) {
+        }
+        return -EIO;
     } catch (...) {
-        return fail(EIO, std::string(op) + ": unexpected error");
+        set_last_error(op, ": unexpected error");
+        return -EIO;
     }
 }
 
