@@ -67,8 +67,7 @@ public:
     Result<proto::Attr> symlink(const std::string& target, const std::string& path);
     Status truncate(const std::string& path, uint64_t size);
     Result<proto::Attr> set_layout(const std::string& path, const Layout& layout);
-    // Hard link: a new name for existing (not followed if a symlink, as link(2)). The new
-    // name's directory must live on the daemon of existing's inode (cross_device otherwise).
+    // Hard link: a new name for existing (not followed if a symlink, as link(2)).
     Result<proto::Attr> link(const std::string& existing, const std::string& path);
     // The target of a symlink (invalid if path is not one).
     Result<std::string> readlink(const std::string& path);

@@ -416,7 +416,21 @@ TEST_F(CApiTest, RenameWithFlags) {
     EXPECT_EQ(jobfs_rename(fs, p("b").c_str(), p("d").c_str(), JOBFS_RENAME_NOREPLACE | JOBFS_RENAME_EXCHANGE),
               -EINVAL);
     EXPECT_EQ(jobfs_rename(fs, p("b").c_str(), "d", 0), -EINVAL);
-    // (Renames onto or between directories on different daemons wait for cross-shard rename.)
+    // Between directories, which may live on different daemons: each one of several.
+    for (const char* d : {"d0", "d1", "d2", "d3", "d4"}) {
+        ASSERT_EQ(jobfs_mkdir(fs, p(d).c_str(), 0755), 0);
+        ASSERT_EQ(jobfs_rename(fs, p("b").c_str(), (p(d) + "/moved").c_str(), 0), 0) << d << ": " << jobfs_last_error();
+        EXPECT_EQ(read_file(p(d) + "/moved"), pattern(200, 8));
+        ASSERT_EQ(jobfs_rename(fs, (p(d) + "/moved").c_str(), p("b").c_str(), 0), 0) << jobfs_last_error();
+        // A file cannot replace a directory, a directory cannot move into itself.
+        EXPECT_EQ(jobfs_rename(fs, p("b").c_str(), p(d).c_str(), 0), -EISDIR) << d;
+        EXPECT_EQ(jobfs_rename(fs, p(d).c_str(), (p(d) + "/in").c_str(), 0), -EINVAL) << d;
+    }
+    // Directories move with what they hold.
+    ASSERT_EQ(write_file(p("d0/x"), pattern(10, 17)), 0);
+    ASSERT_EQ(jobfs_rename(fs, p("d0").c_str(), p("d1/d0").c_str(), 0), 0) << jobfs_last_error();
+    EXPECT_EQ(read_file(p("d1/d0/x")), pattern(10, 17));
+    EXPECT_EQ(jobfs_rmdir(fs, p("d1").c_str()), -ENOTEMPTY);
 }
 
 TEST_F(CApiTest, SymlinksAndHardLinks) {
@@ -453,6 +467,13 @@ TEST_F(CApiTest, SymlinksAndHardLinks) {
     EXPECT_EQ(jobfs_link(fs, top.c_str(), p("dirlink").c_str()), -EPERM);
     // A link to a symlink is to the symlink itself.
     ASSERT_EQ(jobfs_link(fs, p("rel").c_str(), p("rel2").c_str()), 0);
+    // Links from other directories, wherever they live.
+    for (const char* d : {"d0", "d1", "d2", "d3"}) {
+        ASSERT_EQ(jobfs_mkdir(fs, p(d).c_str(), 0755), 0);
+        ASSERT_EQ(jobfs_link(fs, p("target").c_str(), (p(d) + "/l").c_str()), 0) << d << ": " << jobfs_last_error();
+    }
+    EXPECT_EQ(st_of(p("target")).st_nlink, 6u);
+    for (const char* d : {"d0", "d1", "d2", "d3"}) ASSERT_EQ(jobfs_unlink(fs, (p(d) + "/l").c_str()), 0);
     EXPECT_TRUE(S_ISLNK(st_of(p("rel2"), false).st_mode));
     ASSERT_EQ(jobfs_unlink(fs, p("target").c_str()), 0);
     EXPECT_EQ(st_of(p("second")).st_nlink, 1u);
