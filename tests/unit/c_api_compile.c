@@ -51,7 +51,7 @@ int main(void) {
 
     rc = jobfs_connect(NULL, &fs);
     check(rc == 0, "connect through $JOBFS_CLUSTER");
-    if (rc != 0) return 1;
+    if (rc != 0) goto out_free;
     check(jobfs_daemon_count(fs) == 3, "three daemons");
     check(jobfs_mkdir(fs, "/c99", 0755) == 0, "mkdir");
     check(jobfs_mkdir(fs, "/c99", 0755) == -EEXIST, "mkdir again is -EEXIST");
@@ -60,7 +60,7 @@ int main(void) {
     hint.stripe_count = 2;
     rc = jobfs_open(fs, "/c99/data", O_RDWR | O_CREAT | O_EXCL, 0640, &hint, &f);
     check(rc == 0, "open with O_CREAT|O_EXCL and a layout hint");
-    if (rc != 0) return 1;
+    if (rc != 0) goto out_disconnect;
     check(jobfs_pwrite(f, in, n, 0) == (ssize_t)n, "pwrite 5 MiB");
     check(jobfs_fsync(f) == 0, "fsync");
     check(jobfs_file_get_size(f, &size) == 0 && size == n, "size after fsync");
@@ -70,7 +70,7 @@ int main(void) {
 
     rc = jobfs_open(fs, "/c99/data", O_RDONLY, 0, NULL, &f);
     check(rc == 0, "open for reading");
-    if (rc != 0) return 1;
+    if (rc != 0) goto out_disconnect;
     check(jobfs_pread(f, out, n, 0) == (ssize_t)n && memcmp(in, out, n) == 0, "pread returns the same bytes");
     check(jobfs_pread(f, out, 100, n) == 0, "pread at the end returns 0");
     check(jobfs_pwrite(f, in, 1, 0) == -EBADF, "pwrite on a read-only handle is -EBADF");
@@ -95,7 +95,12 @@ int main(void) {
     check(jobfs_unlink(fs, "/c99/data") == 0, "unlink");
     check(jobfs_rmdir(fs, "/c99") == 0, "rmdir");
     check(jobfs_disconnect(fs) == 0, "disconnect");
-    free(in);
+    fs = NULL;
+
+out_disconnect:
+    jobfs_disconnect(fs);
+out_free:
     free(out);
+    free(in);
     return failures ? 1 : 0;
 }
