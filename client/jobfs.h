@@ -15,7 +15,8 @@
  *    failure, with the context -errno alone loses ("open /ckpt/a: lookup 'ckpt': no such
  *    file or directory").
  *  - Paths are absolute within jobfs ("/ckpt/step100"); "." components are ignored, ".." is
- *    not supported (-EINVAL). Offsets and sizes are uint64_t, whatever off_t is.
+ *    taken lexically ("/a/b/../c" is "/a/c", as cd -L; above the root stays at the root).
+ *    Offsets and sizes are uint64_t, whatever off_t is.
  *  - File length: written bytes count towards a file's length once the writer's handle is
  *    fsynced or closed (jobfs_fsync, jobfs_close); until then other clients see the length
  *    last settled, the writing handle sees its own writes.
