@@ -142,21 +142,8 @@ struct ChunkStore::Impl {
             return s;
         }
         if (create) {
-            // The checksum file is reserved whole at once, so that updating it never runs
-            // out of space after the data was written.
-            off_t want = static_cast<off_t>((chunk_size + kBlock - 1) / kBlock * sizeof(CrcEntry));
             struct stat st {};
-            if (::fstat(crc, &st) == 0 && st.st_size < want) {
-                if (::fallocate(crc, 0, 0, want) != 0) {
-                    Status s = errno_status("reserve checksums of " + p);
-                    ::close(data);
-                    ::close(crc);
-                    ::unlink((p + ".crc").c_str());
-                    ::unlink(p.c_str());
-                    return s;
-                }
-                chunk_files++;
-            }
+            if (::fstat(crc, &st) == 0 && st.st_size == 0) chunk_files++;
         }
         std::lock_guard l(cache_mu);
         auto it = index.find(id);
@@ -304,7 +291,14 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
     const uint64_t end = offset + data.size();
     const uint64_t new_len = std::max(*len, end);
 
-    // Reserve the range first: ENOSPC now, before anything in the chunk changes.
+    // Reserve the range and its checksums first: ENOSPC now, before anything in the chunk
+    // changes, and never after the data was written. Checksum entries the reservation adds
+    // read as zeros, "never written".
+    const uint64_t b_end = (end - 1) / kBlock + 1;
+    if (::fallocate(f.crc, 0, 0, static_cast<off_t>(b_end * sizeof(CrcEntry))) != 0) {
+        if (errno == ENOSPC) return Status(Code::no_space, "no space left for the checksums of chunk " + impl_->path(id));
+        if (errno != EOPNOTSUPP) return errno_status("reserve checksums of " + impl_->path(id));
+    }
     if (::fallocate(f.data, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(data.size())) != 0) {
         if (errno == ENOSPC) return Status(Code::no_space, "no space left for chunk " + impl_->path(id));
         if (errno != EOPNOTSUPP) return errno_status("reserve chunk " + impl_->path(id));
@@ -404,7 +398,9 @@ Status ChunkStore::truncate(ChunkId id, uint64_t length) {
     if (length < *len) {
         // Blocks wholly past the new end are holes again.
         const uint64_t keep = (length + kBlock - 1) / kBlock;
-        const uint64_t total = (chunk_size_ + kBlock - 1) / kBlock;
+        struct stat st {};
+        if (::fstat(f.crc, &st) != 0) return errno_status("stat checksums of " + impl_->path(id));
+        const uint64_t total = std::max<uint64_t>(keep, uint64_t(st.st_size) / sizeof(CrcEntry));
         std::vector<CrcEntry> zero(total - keep, CrcEntry{0, 0});
         if (!zero.empty() &&
             !pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(zero.data()), zero.size() * sizeof(CrcEntry),

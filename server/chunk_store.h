@@ -40,7 +40,8 @@ class ChunkStore {
 public:
     static constexpr uint32_t kBlockSize = 64 * 1024;
 
-    // Opens (creating if needed) the store under data_dir; chunk_size bounds every chunk.
+    // Opens (creating if needed) the store under data_dir; chunk_size bounds every chunk (the
+    // daemon passes the largest layout chunk; checksum space grows with what is written).
     static Result<std::unique_ptr<ChunkStore>> open(const std::string& data_dir, uint64_t chunk_size);
     ~ChunkStore();
 

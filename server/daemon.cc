@@ -109,11 +109,12 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     d->parts_ = std::make_unique<Parts>();
     Parts& p = *d->parts_;
     p.pmix = std::move(pmix);
-    auto chunks = ChunkStore::open(config.data_dir, config.chunk_size);
+    auto chunks = ChunkStore::open(config.data_dir, kMaxChunkSize);
     if (!chunks.ok()) return chunks.status().with_context("data directory");
     p.chunks = std::move(*chunks);
     // This daemon's rank is its shard of the namespace; shard 0 holds the root.
-    auto meta = MetaShard::open(config.data_dir + "/meta.db", rank);
+    auto meta = MetaShard::open(config.data_dir + "/meta.db", rank,
+                               Layout{static_cast<uint32_t>(config.chunk_size), config.stripe_count});
     if (!meta.ok()) return meta.status().with_context("metadata");
     p.meta = std::move(*meta);
     p.pool = std::make_unique<boost::asio::thread_pool>(config.io_threads);

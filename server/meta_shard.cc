@@ -217,6 +217,8 @@ bool may_access(const Attr& attr, const Cred& cred, int mask) {
 struct MetaShard::Impl {
     sqlite3* db = nullptr;
     uint32_t shard_id = 0;
+    uint32_t default_chunk_size = kDefaultChunkSize;
+    uint32_t default_stripe_count = 0;  // 0: all daemons
     std::mutex mu;
     std::string op;  // the running operation, for error messages ("mkdir 'a' in 1")
     std::unordered_map<std::string, sqlite3_stmt*> stmts;
@@ -587,8 +589,10 @@ struct MetaShard::Impl {
         a.nlink = 1;
         a.chunk_size = layout.chunk_size ? layout.chunk_size
                        : dir->chunk_size ? dir->chunk_size
-                                         : kDefaultChunkSize;
-        a.stripe_count = layout.stripe_count ? layout.stripe_count : dir->stripe_count;
+                                         : default_chunk_size;
+        a.stripe_count = layout.stripe_count ? layout.stripe_count
+                         : dir->stripe_count ? dir->stripe_count
+                                             : default_stripe_count;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
         JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
         return a;
@@ -903,7 +907,7 @@ struct MetaShard::Impl {
         if (a->type == FileType::regular) {
             if (a->size != 0) return fail(Code::busy, "file already has data");
             // A file always has a concrete chunk size.
-            a->chunk_size = layout.chunk_size ? layout.chunk_size : kDefaultChunkSize;
+            a->chunk_size = layout.chunk_size ? layout.chunk_size : default_chunk_size;
         } else {
             a->chunk_size = layout.chunk_size;
         }
@@ -1073,7 +1077,7 @@ struct MetaShard::Impl {
         a.target = tmpl.type == FileType::symlink ? tmpl.target : std::string();
         a.size = a.target.size();
         a.chunk_size = tmpl.chunk_size;
-        if (a.type == FileType::regular && a.chunk_size == 0) a.chunk_size = kDefaultChunkSize;
+        if (a.type == FileType::regular && a.chunk_size == 0) a.chunk_size = default_chunk_size;
         a.stripe_count = tmpl.stripe_count;
         a.parent = tmpl.type == FileType::directory ? tmpl.parent : 0;
         a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
@@ -1387,9 +1391,12 @@ MetaShard::MetaShard(uint32_t shard_id, std::unique_ptr<Impl> impl)
 
 MetaShard::~MetaShard() = default;
 
-Result<std::unique_ptr<MetaShard>> MetaShard::open(const std::string& path, uint32_t shard_id) {
+Result<std::unique_ptr<MetaShard>> MetaShard::open(const std::string& path, uint32_t shard_id,
+                                                   Layout defaults) {
     auto impl = std::make_unique<Impl>();
     impl->shard_id = shard_id;
+    impl->default_chunk_size = defaults.chunk_size ? defaults.chunk_size : kDefaultChunkSize;
+    impl->default_stripe_count = defaults.stripe_count;
     impl->op = "open meta shard " + std::to_string(shard_id) + " at " + path;
     if (shard_id > kMaxShardId)
         return impl->fail(Code::invalid, "shard id above " + std::to_string(kMaxShardId));

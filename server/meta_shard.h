@@ -191,7 +191,10 @@ class MetaShard {
 public:
     // Opens or creates the shard database at path. A new shard 0 gets the root directory.
     // Reopening an existing file serves the same data; a file of another shard is refused.
-    static Result<std::unique_ptr<MetaShard>> open(const std::string& path, uint32_t shard_id);
+    // defaults: the layout of new files whose directory sets none (jobfsd's chunk-size and
+    // stripe-count).
+    static Result<std::unique_ptr<MetaShard>> open(const std::string& path, uint32_t shard_id,
+                                                   Layout defaults = {kDefaultChunkSize, 0});
     ~MetaShard();
     MetaShard(const MetaShard&) = delete;
     MetaShard& operator=(const MetaShard&) = delete;

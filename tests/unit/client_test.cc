@@ -229,6 +229,24 @@ TEST_F(ClientTest, KilledDaemonFailsPromptlyNeverHangs) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+// The daemons run with --chunk-size 1M: that is the default of new files, and a file may
+// still ask for larger chunks than the daemons' default.
+TEST_F(ClientTest, DaemonsChunkSizeIsTheDefaultAndLargerLayoutsWork) {
+    auto f = client->open("/plain", O_RDWR | O_CREAT);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ((*f)->layout.chunk_size, 1u << 20);
+    ASSERT_TRUE(client->pwrite(**f, 0, pattern(3 << 20, 31)).ok());
+    ASSERT_TRUE(client->close(**f).ok());
+    EXPECT_EQ(client->stat("/plain")->chunk_size, 1u << 20);
+    EXPECT_EQ(*read_file("/plain"), pattern(3 << 20, 31));
+    auto big = client->open("/big-chunks", O_RDWR | O_CREAT, 0644, Layout{16 << 20, 0});
+    ASSERT_TRUE(big.ok());
+    ASSERT_TRUE(client->pwrite(**big, 0, pattern(20 << 20, 32)).ok());
+    ASSERT_TRUE(client->close(**big).ok());
+    EXPECT_EQ(client->stat("/big-chunks")->chunk_size, 16u << 20);
+    EXPECT_EQ(*read_file("/big-chunks"), pattern(20 << 20, 32));
+}
+
 TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
     constexpr int kFiles = 10000;
     ASSERT_TRUE(client->mkdir("/many").ok());
