@@ -6,6 +6,8 @@
 //   jobfs ls|stat|mkdir|rm PATH…        namespace
 //   jobfs cp SRC DST                    copy between the local file system and jobfs
 //                                       (jobfs paths are written jobfs:/path)
+//   jobfs layout PATH [--chunk-size S] [--stripe-count N]
+//                                       show or set the striping of a file or directory
 //   jobfs ckpt [-p P] [--block-mib M]   the checkpoint job: P processes write one shared file,
 //                                       read it back, verify it, and compare with the local disk
 // Exit status: 0 success, 1 failure (the reason on stderr), 2 bad usage.
@@ -19,9 +21,11 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "client/client.h"
@@ -353,6 +357,118 @@ int cmd_cp(int argc, char** argv) {
     return 0;
 }
 
+// ---- layout ---------------------------------------------------------------------------------
+
+// "4M", "512K", "1G", "65536": bytes, with an optional binary K/M/G suffix. Nothing on junk,
+// zero or overflow.
+std::optional<uint64_t> parse_size(const std::string& text) {
+    if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+    size_t used = 0;
+    unsigned long long v = 0;
+    try {
+        v = std::stoull(text, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    std::string suffix = text.substr(used);
+    if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'B' || suffix[1] == 'b')) suffix.pop_back();
+    int shift = 0;
+    if (suffix.empty()) shift = 0;
+    else if (suffix == "K" || suffix == "k") shift = 10;
+    else if (suffix == "M" || suffix == "m") shift = 20;
+    else if (suffix == "G" || suffix == "g") shift = 30;
+    else return std::nullopt;
+    if (v == 0 || v > (UINT64_MAX >> shift)) return std::nullopt;
+    return static_cast<uint64_t>(v) << shift;
+}
+
+std::string size_string(uint64_t b) {
+    if (b != 0 && b % (1ull << 30) == 0) return std::to_string(b >> 30) + "G";
+    if (b != 0 && b % (1ull << 20) == 0) return std::to_string(b >> 20) + "M";
+    if (b != 0 && b % (1ull << 10) == 0) return std::to_string(b >> 10) + "K";
+    return std::to_string(b);
+}
+
+void print_layout(const std::string& path, const proto::Attr& a, const ClusterInfo& info) {
+    const uint32_t n = static_cast<uint32_t>(info.daemons.size());
+    std::printf("path: %s (%s)\n", path.c_str(), a.type == 2 ? "directory" : "file");
+    if (a.chunk_size == 0)
+        std::printf("chunk size: default (%s for new files)\n", size_string(4ull << 20).c_str());
+    else
+        std::printf("chunk size: %s (%u bytes)\n", size_string(a.chunk_size).c_str(), a.chunk_size);
+    if (a.stripe_count == 0)
+        std::printf("stripe count: 0 (all %u daemons)\n", n);
+    else
+        std::printf("stripe count: %u%s\n", a.stripe_count,
+                    a.stripe_count > n ? (" (only " + std::to_string(n) + " daemons: all of them)").c_str() : "");
+    if (a.type == 2 || n == 0) return;
+    const Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count};
+    const uint32_t width = stripe_width(l, n);
+    const uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
+    std::printf("size: %llu bytes in %llu chunk%s\n", static_cast<unsigned long long>(a.size),
+                static_cast<unsigned long long>(chunks), chunks == 1 ? "" : "s");
+    std::printf("stripe set (chunk i on the (i %% %u)-th):\n", width);
+    for (uint32_t k = 0; k < width; ++k) {
+        const uint32_t rank = chunk_daemon(a.ino, k, l, n);
+        const uint64_t held = chunks > k ? (chunks - k + width - 1) / width : 0;
+        std::printf("  daemon %u %-22s %llu chunk%s", rank, info.daemons[rank].c_str(),
+                    static_cast<unsigned long long>(held), held == 1 ? "" : "s");
+        // The chunk indices it holds: k, k + width, k + 2 width…, the first few of them.
+        for (uint64_t j = 0; j < held && j < 6; ++j)
+            std::printf("%s%llu", j == 0 ? " (" : ", ", static_cast<unsigned long long>(k + j * width));
+        if (held > 6) std::printf(", ...");
+        if (held > 0) std::printf(")");
+        std::printf("\n");
+    }
+}
+
+int cmd_layout(int argc, char** argv) {
+    po::options_description desc("options");
+    std::string path, chunk;
+    uint32_t stripes = 0;
+    desc.add_options()("path", po::value(&path), "file or directory in jobfs")
+        ("chunk-size", po::value(&chunk), "set the chunk size: bytes or with K, M, G (a power of two from 4K to 1G)")
+        ("stripe-count", po::value(&stripes), "set the number of daemons to stripe over (0 = all)");
+    po::positional_options_description pos;
+    pos.add("path", 1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs layout PATH [--chunk-size SIZE] [--stripe-count N]\n\n"
+               "Without options shows the layout of PATH (for a file: which daemons hold its chunks);\n"
+               "with options sets it. A file's layout can change only while it is empty; a directory's\n"
+               "is the default for files created in it afterwards.", &rc))
+        return rc;
+    if (path.empty()) return usage("layout needs a path");
+    const bool set = vm.count("chunk-size") || vm.count("stripe-count");
+    std::optional<uint64_t> chunk_bytes;
+    if (vm.count("chunk-size")) {
+        chunk_bytes = parse_size(chunk);
+        if (!chunk_bytes) return usage("bad chunk size '" + chunk + "' (bytes, or a number with K, M or G)");
+        if (*chunk_bytes > UINT32_MAX) return usage("chunk size " + chunk + " is too large (at most 1G)");
+    }
+    auto info = read_cluster_from_env();
+    if (!info.ok()) return fail(info.status());
+    auto c = Client::connect(*info);
+    if (!c.ok()) return fail(c.status());
+    auto a = (*c)->stat(path);
+    if (!a.ok()) return fail(a.status());
+    if (set) {
+        if (a->type == 3) return fail(Status(Code::invalid, "layout " + path + ": a symlink has no layout"));
+        // Options not given keep their current value.
+        Layout l{chunk_bytes ? *chunk_bytes : a->chunk_size, vm.count("stripe-count") ? stripes : a->stripe_count};
+        auto r = (*c)->set_layout(path, l);
+        if (!r.ok()) {
+            if (r.status().code() == Code::busy)
+                return fail(Status(Code::busy, "layout " + path +
+                                                   ": layout can only change while the file is empty (EBUSY)"));
+            return fail(r.status());
+        }
+        a = r;
+    }
+    print_layout(path, *a, *info);
+    return 0;
+}
+
 // ---- ckpt: the checkpoint job ----------------------------------------------------------------
 
 // The byte at offset o of a checkpoint: a function of o alone, so any process can check any
@@ -510,6 +626,8 @@ void help() {
               "  mkdir [-p] PATH...          make directories\n"
               "  rm [-r] PATH...             remove files (and directories with -r)\n"
               "  cp SRC DST                  copy a file in or out (jobfs:/path names the jobfs side)\n"
+              "  layout PATH [--chunk-size S] [--stripe-count N]\n"
+              "                              show or set the striping of a file or directory\n"
               "  ckpt [-p P] [--block-mib M] the checkpoint job: P processes write one file, read it back,\n"
               "                              verify every byte, and compare with the local disk\n\n"
               "Commands other than local find the file system through $JOBFS_CLUSTER.");
@@ -531,6 +649,7 @@ int main(int argc, char** argv) {
     if (cmd == "mkdir") return cmd_mkdir(argc - 1, argv + 1);
     if (cmd == "rm") return cmd_rm(argc - 1, argv + 1);
     if (cmd == "cp") return cmd_cp(argc - 1, argv + 1);
+    if (cmd == "layout") return cmd_layout(argc - 1, argv + 1);
     if (cmd == "ckpt") return cmd_ckpt(argc - 1, argv + 1);
     return usage("unknown command '" + cmd + "'");
 }

@@ -33,7 +33,13 @@ check "rm of a non-empty directory needs -r" sh -c "! '$JOBFS' rm /x 2>/dev/null
 check "unknown command exits 2" sh -c "'$JOBFS' frobnicate 2>/dev/null; [ \$? -eq 2 ]"
 check "cp needs exactly one jobfs side" sh -c "'$JOBFS' cp '$tmp/in' '$tmp/x' 2>/dev/null; [ \$? -eq 2 ]"
 check "ckpt verifies and reports both figures" sh -c "'$JOBFS' ckpt -p 2 --block-mib 8 --local-dir '$tmp' > '$tmp/ckpt' && grep -q 'verified 16777216 bytes' '$tmp/ckpt' && grep -q '^bench ckpt-write: jobfs' '$tmp/ckpt'"
+check "layout shows chunk size, stripe count and the daemons of a file" sh -c "'$JOBFS' layout /x/y/z/file > '$tmp/lay' && grep -q '^chunk size: 4M' '$tmp/lay' && grep -q '^stripe count: 0 (all 3 daemons)' '$tmp/lay' && [ \$(grep -c '^  daemon [0-2] 127.0.0.1' '$tmp/lay') -eq 3 ]"
+check "layout set on a directory" sh -c "'$JOBFS' mkdir /lay && '$JOBFS' layout /lay --chunk-size 1M --stripe-count 2 | grep -q '^stripe count: 2'"
+check "a new file inherits the directory's layout" sh -c "'$JOBFS' cp '$tmp/in' jobfs:/lay/f && '$JOBFS' layout /lay/f > '$tmp/lay' && grep -q '^chunk size: 1M' '$tmp/lay' && grep -q '^stripe count: 2' '$tmp/lay' && grep -q '^size: 5000000 bytes in 5 chunks' '$tmp/lay' && [ \$(grep -c '^  daemon ' '$tmp/lay') -eq 2 ]"
+check "layout of a non-empty file cannot change (exit 1)" sh -c "'$JOBFS' layout /lay/f --chunk-size 2M 2>'$tmp/err'; [ \$? -eq 1 ] && grep -q 'layout can only change while the file is empty' '$tmp/err'"
+check "layout with a bad size exits 2" sh -c "'$JOBFS' layout /lay --chunk-size 12Q 2>/dev/null; [ \$? -eq 2 ]"
 check "rm -r" "$JOBFS" rm -r /x
+check "rm -r of the layout directory" "$JOBFS" rm -r /lay
 check "the tree is gone" sh -c "[ -z \"\$('$JOBFS' ls /)\" ]"
 pids=$(tr "\n" " " < "$dir/pids")
 check "local down" "$JOBFS" local down --dir "$dir"
