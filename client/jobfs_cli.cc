@@ -8,8 +8,10 @@
 //                                       (jobfs paths are written jobfs:/path)
 //   jobfs layout PATH [--chunk-size S] [--stripe-count N]
 //                                       show or set the striping of a file or directory
-//   jobfs ckpt [-p P] [--block-mib M]   the checkpoint job: P processes write one shared file,
-//                                       read it back, verify it, and compare with the local disk
+//   jobfs ckpt [-p P] [--block-mib M] [--strided [--stride-mib S]]
+//                                       the checkpoint job: P processes write one shared file
+//                                       (contiguous blocks or strided pieces), read it back,
+//                                       verify it, and compare with the local disk
 // Exit status: 0 success, 1 failure (the reason on stderr), 2 bad usage.
 #include <boost/program_options.hpp>
 
@@ -512,11 +514,13 @@ Phase run_procs(uint32_t procs, Fn fn) {
 int cmd_ckpt(int argc, char** argv) {
     po::options_description desc("options");
     uint32_t procs = 4;
-    uint64_t block_mib = 256, piece_mib = 16;
+    uint64_t block_mib = 256, piece_mib = 16, stride_mib = 1;
     std::string path, local_dir;
     desc.add_options()("procs,p", po::value(&procs)->default_value(4), "writer processes")
         ("block-mib", po::value(&block_mib)->default_value(256), "MiB each process writes (its block of the file)")
-        ("piece-mib", po::value(&piece_mib)->default_value(16), "MiB per write call")
+        ("piece-mib", po::value(&piece_mib)->default_value(16), "MiB per write call (contiguous)")
+        ("strided", "strided instead of contiguous: process r of P writes every P-th piece of stride-mib MiB")
+        ("stride-mib", po::value(&stride_mib)->default_value(1), "MiB per piece with --strided")
         ("path", po::value(&path)->default_value("/ckpt.bin"), "the shared checkpoint file in jobfs")
         ("local-dir", po::value(&local_dir)->default_value("/tmp"), "where the local-disk baseline writes")
         ("keep", "keep the files afterwards");
@@ -524,8 +528,25 @@ int cmd_ckpt(int argc, char** argv) {
     po::variables_map vm;
     int rc = 0;
     if (!parse(argc, argv, desc, pos, vm, "jobfs ckpt [options]", &rc)) return rc;
-    if (procs == 0 || block_mib == 0 || piece_mib == 0) return usage("procs, block-mib and piece-mib must be positive");
-    const uint64_t block = block_mib << 20, piece = std::min(piece_mib, block_mib) << 20, total = block * procs;
+    if (procs == 0 || block_mib == 0 || piece_mib == 0 || stride_mib == 0)
+        return usage("procs, block-mib, piece-mib and stride-mib must be positive");
+    const bool strided = vm.count("strided") != 0;
+    const uint64_t block = block_mib << 20, total = block * procs;
+    const uint64_t piece = strided ? std::min(stride_mib << 20, total) : std::min(piece_mib, block_mib) << 20;
+    // The ranges process r writes (and reads back), one write call each: contiguous, its block
+    // in piece-mib steps; strided, every P-th stride-mib piece of the whole file (piece k goes
+    // to process k % P), the same total either way.
+    auto ranges_of = [&](uint32_t r) {
+        std::vector<std::pair<uint64_t, size_t>> out;
+        if (strided) {
+            for (uint64_t off = uint64_t{r} * piece; off < total; off += uint64_t{procs} * piece)
+                out.push_back({off, static_cast<size_t>(std::min(piece, total - off))});
+        } else {
+            for (uint64_t off = r * block; off < (r + 1) * block; off += piece)
+                out.push_back({off, static_cast<size_t>(std::min(piece, (r + 1) * block - off))});
+        }
+        return out;
+    };
     {
         // The parent makes the file and lets go of its connection before forking the writers.
         auto c = connect();
@@ -535,8 +556,13 @@ int cmd_ckpt(int argc, char** argv) {
         Status s = (*c)->close(**f);
         if (!s.ok()) return fail(s);
     }
-    std::printf("ckpt: %u processes x %llu MiB into jobfs:%s (%llu MiB)\n", procs,
-                static_cast<unsigned long long>(block_mib), path.c_str(), static_cast<unsigned long long>(total >> 20));
+    if (strided)
+        std::printf("ckpt: %u processes x %llu MiB, strided (every %u-th %llu MiB piece), into jobfs:%s (%llu MiB)\n",
+                    procs, static_cast<unsigned long long>(block_mib), procs,
+                    static_cast<unsigned long long>(piece >> 20), path.c_str(), static_cast<unsigned long long>(total >> 20));
+    else
+        std::printf("ckpt: %u processes x %llu MiB into jobfs:%s (%llu MiB)\n", procs,
+                    static_cast<unsigned long long>(block_mib), path.c_str(), static_cast<unsigned long long>(total >> 20));
     std::fflush(stdout);
 
     auto jobfs_rank = [&](uint32_t r, bool write) -> int {
@@ -545,8 +571,7 @@ int cmd_ckpt(int argc, char** argv) {
         auto f = (*c)->open(path, write ? O_WRONLY : O_RDONLY);
         if (!f.ok()) return fail(f.status());
         std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
-        for (uint64_t off = r * block; off < (r + 1) * block; off += piece) {
-            const size_t n = static_cast<size_t>(std::min(piece, (r + 1) * block - off));
+        for (auto [off, n] : ranges_of(r)) {
             if (write) {
                 fill(buf.data(), n, off);
                 Status s = (*c)->pwrite(**f, off, std::span<const uint8_t>(buf.data(), n));
@@ -568,8 +593,7 @@ int cmd_ckpt(int argc, char** argv) {
         int fd = ::open(local.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
         if (fd < 0) return fail(Status::from_errno(errno, "open " + local));
         std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
-        for (uint64_t off = r * block; off < (r + 1) * block; off += piece) {
-            const size_t n = static_cast<size_t>(std::min(piece, (r + 1) * block - off));
+        for (auto [off, n] : ranges_of(r)) {
             if (write) {
                 fill(buf.data(), n, off);
                 if (::pwrite(fd, buf.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
@@ -609,9 +633,10 @@ int cmd_ckpt(int argc, char** argv) {
     if (!lw.ok || !lr.ok) return fail(Status(Code::io, "ckpt: the local-disk baseline failed in " + local_dir));
     const double mb = total / 1e6;
     std::printf("ckpt: verified %llu bytes read back from jobfs\n", static_cast<unsigned long long>(total));
-    std::printf("bench ckpt-read: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", mb / jr.secs, mb / lr.secs,
+    const char* kind = strided ? "ckpt-strided" : "ckpt";
+    std::printf("bench %s-read: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", kind, mb / jr.secs, mb / lr.secs,
                 lr.secs / jr.secs);
-    std::printf("bench ckpt-write: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", mb / jw.secs, mb / lw.secs,
+    std::printf("bench %s-write: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", kind, mb / jw.secs, mb / lw.secs,
                 lw.secs / jw.secs);
     return 0;
 }
@@ -628,7 +653,8 @@ void help() {
               "  cp SRC DST                  copy a file in or out (jobfs:/path names the jobfs side)\n"
               "  layout PATH [--chunk-size S] [--stripe-count N]\n"
               "                              show or set the striping of a file or directory\n"
-              "  ckpt [-p P] [--block-mib M] the checkpoint job: P processes write one file, read it back,\n"
+              "  ckpt [-p P] [--block-mib M] [--strided [--stride-mib S]]\n"
+              "                              the checkpoint job: P processes write one file, read it back,\n"
               "                              verify every byte, and compare with the local disk\n\n"
               "Commands other than local find the file system through $JOBFS_CLUSTER.");
 }
