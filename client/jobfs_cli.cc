@@ -2,7 +2,7 @@
 //
 //   jobfs local up [-n N] [--dir D]     start N daemons on this host, print the export line
 //   jobfs local down [--dir D]          stop them and remove what `local up` created
-//   jobfs status                        the daemons, their disks and namespaces
+//   jobfs status [--idle-check[=S]]     the daemons, their disks, namespaces, RSS and CPU
 //   jobfs ls|stat|mkdir|rm PATH…        namespace
 //   jobfs cp SRC DST                    copy between the local file system and jobfs
 //                                       (jobfs paths are written jobfs:/path)
@@ -29,6 +29,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "client/client.h"
 #include "client/local_cluster.h"
@@ -145,21 +146,59 @@ int cmd_local(int argc, char** argv) {
 
 // ---- namespace commands ---------------------------------------------------------------------
 
-int cmd_status(int, char**) {
+int cmd_status(int argc, char** argv) {
+    po::options_description desc("options");
+    double idle_secs = 0;
+    desc.add_options()("idle-check", po::value(&idle_secs)->implicit_value(5)->value_name("SECONDS"),
+                       "sample each daemon's CPU time twice, SECONDS apart (default 5), and print its CPU %");
+    po::positional_options_description pos;
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs status [--idle-check[=SECONDS]]", &rc)) return rc;
+    if (vm.count("idle-check") && !(idle_secs > 0 && idle_secs <= 3600))
+        return usage("--idle-check takes 0 < SECONDS <= 3600");
     auto info = read_cluster_from_env();
     if (!info.ok()) return fail(info.status());
     auto c = Client::connect(*info);
     if (!c.ok()) return fail(c.status());
-    std::printf("%-4s %-22s %12s %12s %10s %10s\n", "rank", "address", "disk total", "disk free", "inodes", "chunks");
-    for (uint32_t r = 0; r < (*c)->daemon_count(); ++r) {
+    const uint32_t n = (*c)->daemon_count();
+    std::vector<proto::DaemonStatsResponse> first(n);
+    std::printf("%-4s %-22s %12s %12s %10s %10s %10s %10s %7s\n", "rank", "address", "disk total", "disk free", "inodes",
+                "chunks", "rss", "cpu", "threads");
+    for (uint32_t r = 0; r < n; ++r) {
         const auto& ep = (*c)->daemons()[r];
         auto space = transport::rpc::call<proto::DiskSpace>(ep, proto::Empty{});
         auto counts = transport::rpc::call<proto::MetaCounts>(ep, proto::Empty{});
+        auto stats = transport::rpc::call<proto::DaemonStats>(ep, proto::Empty{});
         if (!space.ok()) return fail(space.status().with_context("daemon " + std::to_string(r)));
-        std::printf("%-4u %-22s %10.1f G %10.1f G %10llu %10llu\n", r, info->daemons[r].c_str(),
+        if (!stats.ok()) return fail(stats.status().with_context("daemon " + std::to_string(r)));
+        first[r] = *stats;
+        std::printf("%-4u %-22s %10.1f G %10.1f G %10llu %10llu %8.1f M %8.2f s %7u\n", r, info->daemons[r].c_str(),
                     space->total_bytes / 1e9, space->free_bytes / 1e9,
                     counts.ok() ? static_cast<unsigned long long>(counts->inodes) : 0ull,
-                    static_cast<unsigned long long>(space->chunk_files));
+                    static_cast<unsigned long long>(space->chunk_files), stats->rss_bytes / 1048576.0,
+                    (stats->cpu_user_us + stats->cpu_system_us) / 1e6, stats->threads);
+    }
+    if (!vm.count("idle-check")) return 0;
+    // CPU % over the interval: the CPU time each daemon used between two samples, over the
+    // wall time between them (100 % = one core busy). A daemon at rest should show 0.0.
+    std::fflush(stdout);
+    std::vector<Clock::time_point> t0(n);
+    for (uint32_t r = 0; r < n; ++r) {
+        auto s = transport::rpc::call<proto::DaemonStats>((*c)->daemons()[r], proto::Empty{});
+        if (!s.ok()) return fail(s.status().with_context("daemon " + std::to_string(r)));
+        first[r] = *s;
+        t0[r] = Clock::now();
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_secs));
+    std::printf("\nCPU over %.1f s:\n", idle_secs);
+    for (uint32_t r = 0; r < n; ++r) {
+        auto s = transport::rpc::call<proto::DaemonStats>((*c)->daemons()[r], proto::Empty{});
+        if (!s.ok()) return fail(s.status().with_context("daemon " + std::to_string(r)));
+        const double wall = std::chrono::duration<double>(Clock::now() - t0[r]).count();
+        const double cpu = ((s->cpu_user_us + s->cpu_system_us) - (first[r].cpu_user_us + first[r].cpu_system_us)) / 1e6;
+        std::printf("%-4u %-22s cpu %6.2f %%  (%.3f s user+system)  rss %.1f M\n", r, info->daemons[r].c_str(),
+                    wall > 0 ? 100.0 * cpu / wall : 0.0, cpu, s->rss_bytes / 1048576.0);
     }
     return 0;
 }
@@ -645,7 +684,7 @@ void help() {
     std::puts("usage: jobfs COMMAND [options]   (jobfs COMMAND --help for one)\n\n"
               "  local up [-n N] [--dir D]   start N daemons on this host; prints the JOBFS_CLUSTER export\n"
               "  local down [--dir D]        stop them and remove their data\n"
-              "  status                      daemons, disks, inodes\n"
+              "  status [--idle-check[=S]]   daemons, disks, inodes, RSS and CPU time (CPU % over S s)\n"
               "  ls [-l] [PATH]              list a directory\n"
               "  stat PATH                   attributes and layout\n"
               "  mkdir [-p] PATH...          make directories\n"
