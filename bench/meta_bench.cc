@@ -9,8 +9,10 @@
 //   bench meta: …                                                    (the lowest ratio, last)
 // on stdout; progress on stderr. --breakdown also times, on a second set of files, the single
 // RPC that does each phase's work (Create, Lookup, Unlink sent straight to the directory's
-// daemon with its inode known, no path walk, no chunk removal) and an empty-ish request
-// (Getattr of the root), to show how much of a phase is path resolution and round trips.
+// daemon with its inode known, no path walk, no chunk removal), the chunk removal unlink adds,
+// a bare round trip (DaemonStats, answered on the progress thread) and Getattr of the root
+// (the first step of every path walk), to show how much of a phase is path resolution and
+// round trips.
 // Needs $JOBFS_CLUSTER (bench/meta starts three daemons and sets it).
 #include <boost/program_options.hpp>
 
@@ -145,6 +147,10 @@ int main(int argc, char** argv) {
             auto r = rpc::call<proto::Getattr>(root, proto::InoRequest{1});
             return r.ok() || report(r.status());
         });
+        double stats = run(threads, files, [&](uint64_t) {
+            auto r = rpc::call<proto::DaemonStats>(ep, proto::Empty{});
+            return r.ok() || report(r.status());
+        });
         double create = run(threads, files, [&](uint64_t i) {
             auto r = rpc::call<proto::Create>(ep, proto::CreateRequest{cred, parent, "r" + name_of(i), 0644, true, 0, 0});
             return r.ok() || report(r.status());
@@ -167,9 +173,9 @@ int main(int argc, char** argv) {
         });
         char b[512];
         std::snprintf(b, sizeof b,
-                      "breakdown (single RPCs, ops/s): Getattr(root) %.0f, Create %.0f, Lookup %.0f, Unlink %.0f, "
-                      "FileRemoveChunks to all %u daemons %.0f",
-                      ping, create, lookup, unlink, cl.daemon_count(), remove);
+                      "breakdown (single RPCs, ops/s): DaemonStats (no disk, no pool) %.0f, Getattr(root) %.0f, "
+                      "Create %.0f, Lookup %.0f, Unlink %.0f, FileRemoveChunks to all %u daemons %.0f",
+                      stats, ping, create, lookup, unlink, cl.daemon_count(), remove);
         progress(b);
     }
     (void)cl.rmdir(dir);
