@@ -2,12 +2,16 @@
 //
 //   jobfs local up [-n N] [--dir D]     start N daemons on this host, print the export line
 //   jobfs local down [--dir D]          stop them and remove what `local up` created
-//   jobfs status                        the daemons, their disks and namespaces
+//   jobfs status [--idle-check[=S]]     the daemons, their disks, namespaces, RSS and CPU
 //   jobfs ls|stat|mkdir|rm PATH…        namespace
 //   jobfs cp SRC DST                    copy between the local file system and jobfs
 //                                       (jobfs paths are written jobfs:/path)
-//   jobfs ckpt [-p P] [--block-mib M]   the checkpoint job: P processes write one shared file,
-//                                       read it back, verify it, and compare with the local disk
+//   jobfs layout PATH [--chunk-size S] [--stripe-count N]
+//                                       show or set the striping of a file or directory
+//   jobfs ckpt [-p P] [--block-mib M] [--strided [--stride-mib S]]
+//                                       the checkpoint job: P processes write one shared file
+//                                       (contiguous blocks or strided pieces), read it back,
+//                                       verify it, and compare with the local disk
 // Exit status: 0 success, 1 failure (the reason on stderr), 2 bad usage.
 #include <boost/program_options.hpp>
 
@@ -19,10 +23,13 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "client/client.h"
 #include "client/local_cluster.h"
@@ -139,21 +146,59 @@ int cmd_local(int argc, char** argv) {
 
 // ---- namespace commands ---------------------------------------------------------------------
 
-int cmd_status(int, char**) {
+int cmd_status(int argc, char** argv) {
+    po::options_description desc("options");
+    double idle_secs = 0;
+    desc.add_options()("idle-check", po::value(&idle_secs)->implicit_value(5)->value_name("SECONDS"),
+                       "sample each daemon's CPU time twice, SECONDS apart (default 5), and print its CPU %");
+    po::positional_options_description pos;
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs status [--idle-check[=SECONDS]]", &rc)) return rc;
+    if (vm.count("idle-check") && !(idle_secs > 0 && idle_secs <= 3600))
+        return usage("--idle-check takes 0 < SECONDS <= 3600");
     auto info = read_cluster_from_env();
     if (!info.ok()) return fail(info.status());
     auto c = Client::connect(*info);
     if (!c.ok()) return fail(c.status());
-    std::printf("%-4s %-22s %12s %12s %10s %10s\n", "rank", "address", "disk total", "disk free", "inodes", "chunks");
-    for (uint32_t r = 0; r < (*c)->daemon_count(); ++r) {
+    const uint32_t n = (*c)->daemon_count();
+    std::vector<proto::DaemonStatsResponse> first(n);
+    std::printf("%-4s %-22s %12s %12s %10s %10s %10s %10s %7s\n", "rank", "address", "disk total", "disk free", "inodes",
+                "chunks", "rss", "cpu", "threads");
+    for (uint32_t r = 0; r < n; ++r) {
         const auto& ep = (*c)->daemons()[r];
         auto space = transport::rpc::call<proto::DiskSpace>(ep, proto::Empty{});
         auto counts = transport::rpc::call<proto::MetaCounts>(ep, proto::Empty{});
+        auto stats = transport::rpc::call<proto::DaemonStats>(ep, proto::Empty{});
         if (!space.ok()) return fail(space.status().with_context("daemon " + std::to_string(r)));
-        std::printf("%-4u %-22s %10.1f G %10.1f G %10llu %10llu\n", r, info->daemons[r].c_str(),
+        if (!stats.ok()) return fail(stats.status().with_context("daemon " + std::to_string(r)));
+        first[r] = *stats;
+        std::printf("%-4u %-22s %10.1f G %10.1f G %10llu %10llu %8.1f M %8.2f s %7u\n", r, info->daemons[r].c_str(),
                     space->total_bytes / 1e9, space->free_bytes / 1e9,
                     counts.ok() ? static_cast<unsigned long long>(counts->inodes) : 0ull,
-                    static_cast<unsigned long long>(space->chunk_files));
+                    static_cast<unsigned long long>(space->chunk_files), stats->rss_bytes / 1048576.0,
+                    (stats->cpu_user_us + stats->cpu_system_us) / 1e6, stats->threads);
+    }
+    if (!vm.count("idle-check")) return 0;
+    // CPU % over the interval: the CPU time each daemon used between two samples, over the
+    // wall time between them (100 % = one core busy). A daemon at rest should show 0.0.
+    std::fflush(stdout);
+    std::vector<Clock::time_point> t0(n);
+    for (uint32_t r = 0; r < n; ++r) {
+        auto s = transport::rpc::call<proto::DaemonStats>((*c)->daemons()[r], proto::Empty{});
+        if (!s.ok()) return fail(s.status().with_context("daemon " + std::to_string(r)));
+        first[r] = *s;
+        t0[r] = Clock::now();
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_secs));
+    std::printf("\nCPU over %.1f s:\n", idle_secs);
+    for (uint32_t r = 0; r < n; ++r) {
+        auto s = transport::rpc::call<proto::DaemonStats>((*c)->daemons()[r], proto::Empty{});
+        if (!s.ok()) return fail(s.status().with_context("daemon " + std::to_string(r)));
+        const double wall = std::chrono::duration<double>(Clock::now() - t0[r]).count();
+        const double cpu = ((s->cpu_user_us + s->cpu_system_us) - (first[r].cpu_user_us + first[r].cpu_system_us)) / 1e6;
+        std::printf("%-4u %-22s cpu %6.2f %%  (%.3f s user+system)  rss %.1f M\n", r, info->daemons[r].c_str(),
+                    wall > 0 ? 100.0 * cpu / wall : 0.0, cpu, s->rss_bytes / 1048576.0);
     }
     return 0;
 }
@@ -353,6 +398,118 @@ int cmd_cp(int argc, char** argv) {
     return 0;
 }
 
+// ---- layout ---------------------------------------------------------------------------------
+
+// "4M", "512K", "1G", "65536": bytes, with an optional binary K/M/G suffix. Nothing on junk,
+// zero or overflow.
+std::optional<uint64_t> parse_size(const std::string& text) {
+    if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+    size_t used = 0;
+    unsigned long long v = 0;
+    try {
+        v = std::stoull(text, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    std::string suffix = text.substr(used);
+    if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'B' || suffix[1] == 'b')) suffix.pop_back();
+    int shift = 0;
+    if (suffix.empty()) shift = 0;
+    else if (suffix == "K" || suffix == "k") shift = 10;
+    else if (suffix == "M" || suffix == "m") shift = 20;
+    else if (suffix == "G" || suffix == "g") shift = 30;
+    else return std::nullopt;
+    if (v == 0 || v > (UINT64_MAX >> shift)) return std::nullopt;
+    return static_cast<uint64_t>(v) << shift;
+}
+
+std::string size_string(uint64_t b) {
+    if (b != 0 && b % (1ull << 30) == 0) return std::to_string(b >> 30) + "G";
+    if (b != 0 && b % (1ull << 20) == 0) return std::to_string(b >> 20) + "M";
+    if (b != 0 && b % (1ull << 10) == 0) return std::to_string(b >> 10) + "K";
+    return std::to_string(b);
+}
+
+void print_layout(const std::string& path, const proto::Attr& a, const ClusterInfo& info) {
+    const uint32_t n = static_cast<uint32_t>(info.daemons.size());
+    std::printf("path: %s (%s)\n", path.c_str(), a.type == 2 ? "directory" : "file");
+    if (a.chunk_size == 0)
+        std::printf("chunk size: default (%s for new files)\n", size_string(4ull << 20).c_str());
+    else
+        std::printf("chunk size: %s (%u bytes)\n", size_string(a.chunk_size).c_str(), a.chunk_size);
+    if (a.stripe_count == 0)
+        std::printf("stripe count: 0 (all %u daemons)\n", n);
+    else
+        std::printf("stripe count: %u%s\n", a.stripe_count,
+                    a.stripe_count > n ? (" (only " + std::to_string(n) + " daemons: all of them)").c_str() : "");
+    if (a.type == 2 || n == 0) return;
+    const Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count};
+    const uint32_t width = stripe_width(l, n);
+    const uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
+    std::printf("size: %llu bytes in %llu chunk%s\n", static_cast<unsigned long long>(a.size),
+                static_cast<unsigned long long>(chunks), chunks == 1 ? "" : "s");
+    std::printf("stripe set (chunk i on the (i %% %u)-th):\n", width);
+    for (uint32_t k = 0; k < width; ++k) {
+        const uint32_t rank = chunk_daemon(a.ino, k, l, n);
+        const uint64_t held = chunks > k ? (chunks - k + width - 1) / width : 0;
+        std::printf("  daemon %u %-22s %llu chunk%s", rank, info.daemons[rank].c_str(),
+                    static_cast<unsigned long long>(held), held == 1 ? "" : "s");
+        // The chunk indices it holds: k, k + width, k + 2 width…, the first few of them.
+        for (uint64_t j = 0; j < held && j < 6; ++j)
+            std::printf("%s%llu", j == 0 ? " (" : ", ", static_cast<unsigned long long>(k + j * width));
+        if (held > 6) std::printf(", ...");
+        if (held > 0) std::printf(")");
+        std::printf("\n");
+    }
+}
+
+int cmd_layout(int argc, char** argv) {
+    po::options_description desc("options");
+    std::string path, chunk;
+    uint32_t stripes = 0;
+    desc.add_options()("path", po::value(&path), "file or directory in jobfs")
+        ("chunk-size", po::value(&chunk), "set the chunk size: bytes or with K, M, G (a power of two from 4K to 1G)")
+        ("stripe-count", po::value(&stripes), "set the number of daemons to stripe over (0 = all)");
+    po::positional_options_description pos;
+    pos.add("path", 1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs layout PATH [--chunk-size SIZE] [--stripe-count N]\n\n"
+               "Without options shows the layout of PATH (for a file: which daemons hold its chunks);\n"
+               "with options sets it. A file's layout can change only while it is empty; a directory's\n"
+               "is the default for files created in it afterwards.", &rc))
+        return rc;
+    if (path.empty()) return usage("layout needs a path");
+    const bool set = vm.count("chunk-size") || vm.count("stripe-count");
+    std::optional<uint64_t> chunk_bytes;
+    if (vm.count("chunk-size")) {
+        chunk_bytes = parse_size(chunk);
+        if (!chunk_bytes) return usage("bad chunk size '" + chunk + "' (bytes, or a number with K, M or G)");
+        if (*chunk_bytes > UINT32_MAX) return usage("chunk size " + chunk + " is too large (at most 1G)");
+    }
+    auto info = read_cluster_from_env();
+    if (!info.ok()) return fail(info.status());
+    auto c = Client::connect(*info);
+    if (!c.ok()) return fail(c.status());
+    auto a = (*c)->stat(path);
+    if (!a.ok()) return fail(a.status());
+    if (set) {
+        if (a->type == 3) return fail(Status(Code::invalid, "layout " + path + ": a symlink has no layout"));
+        // Options not given keep their current value.
+        Layout l{chunk_bytes ? *chunk_bytes : a->chunk_size, vm.count("stripe-count") ? stripes : a->stripe_count};
+        auto r = (*c)->set_layout(path, l);
+        if (!r.ok()) {
+            if (r.status().code() == Code::busy)
+                return fail(Status(Code::busy, "layout " + path +
+                                                   ": layout can only change while the file is empty (EBUSY)"));
+            return fail(r.status());
+        }
+        a = r;
+    }
+    print_layout(path, *a, *info);
+    return 0;
+}
+
 // ---- ckpt: the checkpoint job ----------------------------------------------------------------
 
 // The byte at offset o of a checkpoint: a function of o alone, so any process can check any
@@ -396,11 +553,13 @@ Phase run_procs(uint32_t procs, Fn fn) {
 int cmd_ckpt(int argc, char** argv) {
     po::options_description desc("options");
     uint32_t procs = 4;
-    uint64_t block_mib = 256, piece_mib = 16;
+    uint64_t block_mib = 256, piece_mib = 16, stride_mib = 1;
     std::string path, local_dir;
     desc.add_options()("procs,p", po::value(&procs)->default_value(4), "writer processes")
         ("block-mib", po::value(&block_mib)->default_value(256), "MiB each process writes (its block of the file)")
-        ("piece-mib", po::value(&piece_mib)->default_value(16), "MiB per write call")
+        ("piece-mib", po::value(&piece_mib)->default_value(16), "MiB per write call (contiguous)")
+        ("strided", "strided instead of contiguous: process r of P writes every P-th piece of stride-mib MiB")
+        ("stride-mib", po::value(&stride_mib)->default_value(1), "MiB per piece with --strided")
         ("path", po::value(&path)->default_value("/ckpt.bin"), "the shared checkpoint file in jobfs")
         ("local-dir", po::value(&local_dir)->default_value("/tmp"), "where the local-disk baseline writes")
         ("keep", "keep the files afterwards");
@@ -408,8 +567,25 @@ int cmd_ckpt(int argc, char** argv) {
     po::variables_map vm;
     int rc = 0;
     if (!parse(argc, argv, desc, pos, vm, "jobfs ckpt [options]", &rc)) return rc;
-    if (procs == 0 || block_mib == 0 || piece_mib == 0) return usage("procs, block-mib and piece-mib must be positive");
-    const uint64_t block = block_mib << 20, piece = std::min(piece_mib, block_mib) << 20, total = block * procs;
+    if (procs == 0 || block_mib == 0 || piece_mib == 0 || stride_mib == 0)
+        return usage("procs, block-mib, piece-mib and stride-mib must be positive");
+    const bool strided = vm.count("strided") != 0;
+    const uint64_t block = block_mib << 20, total = block * procs;
+    const uint64_t piece = strided ? std::min(stride_mib << 20, total) : std::min(piece_mib, block_mib) << 20;
+    // The ranges process r writes (and reads back), one write call each: contiguous, its block
+    // in piece-mib steps; strided, every P-th stride-mib piece of the whole file (piece k goes
+    // to process k % P), the same total either way.
+    auto ranges_of = [&](uint32_t r) {
+        std::vector<std::pair<uint64_t, size_t>> out;
+        if (strided) {
+            for (uint64_t off = uint64_t{r} * piece; off < total; off += uint64_t{procs} * piece)
+                out.push_back({off, static_cast<size_t>(std::min(piece, total - off))});
+        } else {
+            for (uint64_t off = r * block; off < (r + 1) * block; off += piece)
+                out.push_back({off, static_cast<size_t>(std::min(piece, (r + 1) * block - off))});
+        }
+        return out;
+    };
     {
         // The parent makes the file and lets go of its connection before forking the writers.
         auto c = connect();
@@ -419,8 +595,13 @@ int cmd_ckpt(int argc, char** argv) {
         Status s = (*c)->close(**f);
         if (!s.ok()) return fail(s);
     }
-    std::printf("ckpt: %u processes x %llu MiB into jobfs:%s (%llu MiB)\n", procs,
-                static_cast<unsigned long long>(block_mib), path.c_str(), static_cast<unsigned long long>(total >> 20));
+    if (strided)
+        std::printf("ckpt: %u processes x %llu MiB, strided (every %u-th %llu MiB piece), into jobfs:%s (%llu MiB)\n",
+                    procs, static_cast<unsigned long long>(block_mib), procs,
+                    static_cast<unsigned long long>(piece >> 20), path.c_str(), static_cast<unsigned long long>(total >> 20));
+    else
+        std::printf("ckpt: %u processes x %llu MiB into jobfs:%s (%llu MiB)\n", procs,
+                    static_cast<unsigned long long>(block_mib), path.c_str(), static_cast<unsigned long long>(total >> 20));
     std::fflush(stdout);
 
     auto jobfs_rank = [&](uint32_t r, bool write) -> int {
@@ -429,8 +610,7 @@ int cmd_ckpt(int argc, char** argv) {
         auto f = (*c)->open(path, write ? O_WRONLY : O_RDONLY);
         if (!f.ok()) return fail(f.status());
         std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
-        for (uint64_t off = r * block; off < (r + 1) * block; off += piece) {
-            const size_t n = static_cast<size_t>(std::min(piece, (r + 1) * block - off));
+        for (auto [off, n] : ranges_of(r)) {
             if (write) {
                 fill(buf.data(), n, off);
                 Status s = (*c)->pwrite(**f, off, std::span<const uint8_t>(buf.data(), n));
@@ -452,8 +632,7 @@ int cmd_ckpt(int argc, char** argv) {
         int fd = ::open(local.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
         if (fd < 0) return fail(Status::from_errno(errno, "open " + local));
         std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
-        for (uint64_t off = r * block; off < (r + 1) * block; off += piece) {
-            const size_t n = static_cast<size_t>(std::min(piece, (r + 1) * block - off));
+        for (auto [off, n] : ranges_of(r)) {
             if (write) {
                 fill(buf.data(), n, off);
                 if (::pwrite(fd, buf.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
@@ -493,9 +672,10 @@ int cmd_ckpt(int argc, char** argv) {
     if (!lw.ok || !lr.ok) return fail(Status(Code::io, "ckpt: the local-disk baseline failed in " + local_dir));
     const double mb = total / 1e6;
     std::printf("ckpt: verified %llu bytes read back from jobfs\n", static_cast<unsigned long long>(total));
-    std::printf("bench ckpt-read: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", mb / jr.secs, mb / lr.secs,
+    const char* kind = strided ? "ckpt-strided" : "ckpt";
+    std::printf("bench %s-read: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", kind, mb / jr.secs, mb / lr.secs,
                 lr.secs / jr.secs);
-    std::printf("bench ckpt-write: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", mb / jw.secs, mb / lw.secs,
+    std::printf("bench %s-write: jobfs %.1f MB/s, baseline %.1f MB/s, ratio %.2f\n", kind, mb / jw.secs, mb / lw.secs,
                 lw.secs / jw.secs);
     return 0;
 }
@@ -504,13 +684,16 @@ void help() {
     std::puts("usage: jobfs COMMAND [options]   (jobfs COMMAND --help for one)\n\n"
               "  local up [-n N] [--dir D]   start N daemons on this host; prints the JOBFS_CLUSTER export\n"
               "  local down [--dir D]        stop them and remove their data\n"
-              "  status                      daemons, disks, inodes\n"
+              "  status [--idle-check[=S]]   daemons, disks, inodes, RSS and CPU time (CPU % over S s)\n"
               "  ls [-l] [PATH]              list a directory\n"
               "  stat PATH                   attributes and layout\n"
               "  mkdir [-p] PATH...          make directories\n"
               "  rm [-r] PATH...             remove files (and directories with -r)\n"
               "  cp SRC DST                  copy a file in or out (jobfs:/path names the jobfs side)\n"
-              "  ckpt [-p P] [--block-mib M] the checkpoint job: P processes write one file, read it back,\n"
+              "  layout PATH [--chunk-size S] [--stripe-count N]\n"
+              "                              show or set the striping of a file or directory\n"
+              "  ckpt [-p P] [--block-mib M] [--strided [--stride-mib S]]\n"
+              "                              the checkpoint job: P processes write one file, read it back,\n"
               "                              verify every byte, and compare with the local disk\n\n"
               "Commands other than local find the file system through $JOBFS_CLUSTER.");
 }
@@ -531,6 +714,7 @@ int main(int argc, char** argv) {
     if (cmd == "mkdir") return cmd_mkdir(argc - 1, argv + 1);
     if (cmd == "rm") return cmd_rm(argc - 1, argv + 1);
     if (cmd == "cp") return cmd_cp(argc - 1, argv + 1);
+    if (cmd == "layout") return cmd_layout(argc - 1, argv + 1);
     if (cmd == "ckpt") return cmd_ckpt(argc - 1, argv + 1);
     return usage("unknown command '" + cmd + "'");
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon_protocol.h"
+#include "server/daemon_stats.h"
 
 namespace jobfs::server {
 
@@ -59,6 +60,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             rpc::reply<proto::DiskSpace>(call, proto::SpaceResponse{s->total_bytes, s->free_bytes, s->chunk_files});
         });
     });
+    serve_daemon_stats(worker);
 }
 
 } // namespace jobfs::server

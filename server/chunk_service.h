@@ -1,4 +1,5 @@
-// chunk_service.h: serves the chunk RPCs of daemon_protocol.h from a ChunkStore.
+// chunk_service.h: serves the chunk RPCs of daemon_protocol.h from a ChunkStore (and registers
+// DaemonStats, server/daemon_stats.h, beside DiskSpace).
 //
 // Handlers run on the transport's progress thread and must not block, so every disk access is
 // handed to an I/O pool; the reply is sent from there. A write's payload is received by

@@ -65,12 +65,24 @@ struct SpaceResponse {
     JOBFS_FIELDS(total_bytes, free_bytes, chunk_files)
 };
 
+// What a daemon costs its node (server/daemon_stats): resident memory, CPU time used since
+// it started, threads, and how long it has run.
+struct DaemonStatsResponse {
+    uint64_t rss_bytes = 0;
+    uint64_t cpu_user_us = 0;
+    uint64_t cpu_system_us = 0;
+    uint32_t threads = 0;
+    uint64_t uptime_ms = 0;
+    JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms)
+};
+
 JOBFS_RPC(ChunkWrite, 32, ChunkWriteRequest, Empty);
 JOBFS_RPC(ChunkRead, 33, ChunkReadRequest, ChunkReadResponse);
 JOBFS_RPC(ChunkTruncate, 34, ChunkTruncateRequest, Empty);
 JOBFS_RPC(ChunkSync, 35, ChunkRef, Empty);
 JOBFS_RPC(FileRemoveChunks, 36, FileChunksRequest, Empty);
 JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
+JOBFS_RPC(DaemonStats, 38, Empty, DaemonStatsResponse);
 
 // ---- namespace (server/meta_service) ------------------------------------------------------
 // A request goes to the daemon whose shard holds the inode it names first: shard_of(ino) for

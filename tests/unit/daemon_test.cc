@@ -10,6 +10,8 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "child_process.h"
 #include "client/cluster.h"
@@ -264,6 +266,52 @@ TEST_F(DaemonTest, ClientWithWrongSecretIsRefused) {
     auto ep = c->connect("127.0.0.1", ports[0]);
     ASSERT_FALSE(ep.ok());
     EXPECT_EQ(ep.status().code(), Code::permission);
+}
+
+// utime + stime of a process, in seconds, read from /proc/PID/stat (fields 14 and 15).
+double cpu_seconds(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = all.rfind(')'); // the command name may hold spaces
+    EXPECT_NE(paren, std::string::npos) << "no /proc/" << pid << "/stat";
+    if (paren == std::string::npos) return 0;
+    std::istringstream in(all.substr(paren + 2));
+    std::vector<std::string> fields; // from field 3 (state) on
+    for (std::string x; in >> x;) fields.push_back(x);
+    EXPECT_GT(fields.size(), 12u);
+    if (fields.size() <= 12) return 0;
+    return (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST_F(DaemonTest, DaemonsUseNoCpuAtRestAndReportTheirRss) {
+    start_all();
+    // A client stays connected to every daemon while they rest, as a job's mounts would.
+    auto c = client();
+    std::vector<transport::Endpoint> eps;
+    for (int r = 0; r < kDaemons; ++r) {
+        auto ep = c->connect("127.0.0.1", ports[r]);
+        ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+        eps.push_back(*ep);
+    }
+    std::this_thread::sleep_for(1s);
+    std::vector<double> before;
+    for (int r = 0; r < kDaemons; ++r) before.push_back(cpu_seconds(daemons[r]->pid()));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(2s);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int r = 0; r < kDaemons; ++r) {
+        const double used = cpu_seconds(daemons[r]->pid()) - before[static_cast<size_t>(r)];
+        EXPECT_LT(used / wall, 0.02) << "daemon " << r << " used " << used << " s of CPU in " << wall << " s at rest";
+    }
+    for (int r = 0; r < kDaemons; ++r) {
+        auto st = rpc::call<proto::DaemonStats>(eps[static_cast<size_t>(r)], proto::Empty{});
+        ASSERT_TRUE(st.ok()) << st.status().to_string();
+        EXPECT_GT(st->rss_bytes, 1ull << 20) << "daemon " << r;
+        EXPECT_LT(st->rss_bytes, 1ull << 30) << "daemon " << r;
+        EXPECT_GT(st->threads, 0u);
+        EXPECT_GT(st->uptime_ms, 1000u);
+        EXPECT_LT(st->cpu_user_us + st->cpu_system_us, 60'000'000u) << "a minute of CPU to start and rest?";
+    }
 }
 
 TEST_F(DaemonTest, KilledDaemonGivesPromptErrorsOthersServe) {
