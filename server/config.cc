@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "hostlist.h"
+
 namespace jobfs::server {
 namespace po = boost::program_options;
 
@@ -44,7 +46,7 @@ struct Table {
             ("stripe-count", po::value(&c.stripe_count)->default_value(c.stripe_count), "daemons a new file spreads over (0: all)")
             ("replicas", po::value(&c.replicas)->default_value(c.replicas), "copies of each chunk (1 to 3)")
             ("bootstrap", po::value(&c.bootstrap)->default_value(c.bootstrap), "how daemons find each other: static or pmix")
-            ("daemons", po::value(&daemons), "comma-separated host:port of every daemon, in rank order (static bootstrap)")
+            ("daemons", po::value(&daemons), "every daemon in rank order: host[:port] items, hosts as Slurm host lists (n[1-4]), or slurm for $SLURM_JOB_NODELIST; no port: --port (static bootstrap)")
             ("rank", po::value(&c.rank)->default_value(c.rank), "this daemon's index in --daemons (-1: the entry matching --listen/--port)")
             ("secret-file", po::value(&c.secret_file), "file holding the job secret clients and daemons must present")
             ("cluster-file", po::value(&c.cluster_file), "rank 0 writes the cluster descriptor for clients here once the group is ready")
@@ -60,17 +62,12 @@ struct Table {
         c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
         c.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
         c.daemons.clear();
-        std::stringstream ss(daemons);
-        for (std::string item; std::getline(ss, item, ',');) {
-            while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
-            size_t start = item.find_first_not_of(" \t");
-            if (start == std::string::npos) continue;
-            item = item.substr(start);
-            size_t colon = item.rfind(':');
-            if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() ||
-                item.find_first_not_of("0123456789", colon + 1) != std::string::npos)
-                return Status(Code::invalid, "daemons: '" + item + "' is not host:port");
-            c.daemons.push_back(item);
+        if (!daemons.empty()) {
+            // host:port items; hosts may be Slurm host lists (n[1-4]) and "slurm" is the job's
+            // node list; an item without a port takes port=.
+            auto list = daemon_list_expand(daemons, c.port);
+            if (!list.ok()) return list.status();
+            c.daemons = std::move(*list);
         }
         if (c.data_dir.empty()) return Status(Code::invalid, "data-dir is required");
         if (c.chunk_size == 0 || c.chunk_size % (64 * 1024) != 0 || c.chunk_size > (1ull << 30))

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <vector>
 
+#include "hostlist.h"
 #include "server/config.h"
 
 namespace jobfs::server {
@@ -55,6 +56,40 @@ TEST(Config, FlagsAlone) {
     EXPECT_EQ(c->port, 7117); // default
 }
 
+TEST(HostList, ExpandsLikeSlurm) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(*hostlist_expand("n1"), V{"n1"});
+    EXPECT_EQ(*hostlist_expand("n[1-3],gpu5"), (V{"n1", "n2", "n3", "gpu5"}));
+    EXPECT_EQ(*hostlist_expand("n[01-03,7]"), (V{"n01", "n02", "n03", "n7"}));
+    EXPECT_EQ(*hostlist_expand("n[8-10]"), (V{"n8", "n9", "n10"}));
+    EXPECT_EQ(*hostlist_expand("r[1-2]c[1-2]"), (V{"r1c1", "r1c2", "r2c1", "r2c2"}));
+    EXPECT_EQ(*hostlist_expand("a-b.example,x"), (V{"a-b.example", "x"}));
+    EXPECT_EQ(hostlist_expand("n[1-3").status().code(), Code::invalid);
+    EXPECT_EQ(hostlist_expand("n1-3]").status().code(), Code::invalid);
+    EXPECT_EQ(hostlist_expand("n[3-1]").status().code(), Code::invalid);
+    EXPECT_EQ(hostlist_expand("n[a-b]").status().code(), Code::invalid);
+    EXPECT_EQ(hostlist_expand("n[1-99999999]").status().code(), Code::invalid);
+}
+
+TEST(Config, DaemonsFromASlurmNodeList) {
+    auto c = parse({"--data-dir", "/d", "--daemons", "n[1-3]", "--port", "7070", "--rank", "0"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->daemons, (std::vector<std::string>{"n1:7070", "n2:7070", "n3:7070"}));
+    c = parse({"--data-dir", "/d", "--daemons", "n[1-2]:8000,m5", "--port", "7070", "--rank", "0"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->daemons, (std::vector<std::string>{"n1:8000", "n2:8000", "m5:7070"}));
+    ::setenv("SLURM_JOB_NODELIST", "node[07-08]", 1);
+    c = parse({"--data-dir", "/d", "--daemons", "slurm", "--rank", "1"});
+    ::unsetenv("SLURM_JOB_NODELIST");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->daemons, (std::vector<std::string>{"node07:7117", "node08:7117"}));
+    auto bad = parse({"--data-dir", "/d", "--daemons", "slurm", "--rank", "0"});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("SLURM_JOB_NODELIST"), std::string::npos) << bad.status().to_string();
+    bad = parse({"--data-dir", "/d", "--daemons", "n1:notaport", "--rank", "0"});
+    EXPECT_EQ(bad.status().code(), Code::invalid);
+}
+
 TEST(Config, FileThenFlagsOverride) {
     ConfFile f("# jobfs.conf\n"
                "data_dir = /from/file\n"
@@ -97,7 +132,7 @@ TEST(Config, RefusesBadValues) {
     EXPECT_NE(msg({"--data-dir", "/d"}).find("daemons"), std::string::npos);
     EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--replicas", "4"}).find("replicas"), std::string::npos);
     EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--chunk-size", "100k"}).find("chunk-size"), std::string::npos);
-    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "nohostport"}).find("host:port"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "host:70000"}).find("bad port"), std::string::npos);
     EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--rank", "3"}).find("rank"), std::string::npos);
     EXPECT_NE(msg({"--data-dir", "/d", "--bootstrap", "dns"}).find("bootstrap"), std::string::npos);
     EXPECT_EQ(parse({"--data-dir", "/d", "--daemons", "a:1", "--port", "99999"}).status().code(), Code::invalid);
