@@ -51,18 +51,25 @@ std::pair<std::string, uint16_t> split_host_port(const std::string& hp) {
 
 Result<uint32_t> find_rank(const DaemonConfig& c) {
     if (c.rank >= 0) return static_cast<uint32_t>(c.rank);
-    std::vector<uint32_t> same_port, exact;
+    // This host's names, as a Slurm node list names it: the host name and its first label.
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    const std::string full(name), short_name = full.substr(0, full.find('.'));
+    std::vector<uint32_t> same_port, exact, by_name;
     for (uint32_t i = 0; i < c.daemons.size(); ++i) {
         auto [host, port] = split_host_port(c.daemons[i]);
         if (port != c.port) continue;
         same_port.push_back(i);
         if (host == c.listen) exact.push_back(i);
+        if (!full.empty() && (host == full || host == short_name)) by_name.push_back(i);
     }
     if (exact.size() == 1) return exact[0];
+    if (by_name.size() == 1) return by_name[0];
     if (same_port.size() == 1) return same_port[0];
     return Status(Code::invalid, same_port.empty()
                                      ? "no entry of daemons has port " + std::to_string(c.port) + ": set rank"
-                                     : "several entries of daemons have port " + std::to_string(c.port) + ": set rank");
+                                     : "several entries of daemons have port " + std::to_string(c.port) +
+                                           " and none names this host (" + full + ") alone: set rank");
 }
 
 Result<std::string> read_secret(const std::string& path) {

@@ -8,6 +8,7 @@
 
 #include "hostlist.h"
 #include "server/config.h"
+#include "server/daemon.h"
 
 namespace jobfs::server {
 namespace {
@@ -88,6 +89,24 @@ TEST(Config, DaemonsFromASlurmNodeList) {
     EXPECT_NE(bad.status().message().find("SLURM_JOB_NODELIST"), std::string::npos) << bad.status().to_string();
     bad = parse({"--data-dir", "/d", "--daemons", "n1:notaport", "--rank", "0"});
     EXPECT_EQ(bad.status().code(), Code::invalid);
+}
+
+// On a Slurm node list every daemon has the same port: each finds itself by its host name.
+TEST(Config, RankFromTheHostNameInANodeList) {
+    char name[256] = {};
+    ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
+    std::string me(name);
+    me = me.substr(0, me.find('.'));
+    auto c = parse({"--data-dir", "/d", "--daemons", "other1," + me + ",other2", "--port", "7117", "--listen", "0.0.0.0"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto r = find_rank(*c);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(*r, 1u);
+    c = parse({"--data-dir", "/d", "--daemons", "other1,other2", "--port", "7117", "--listen", "0.0.0.0"});
+    ASSERT_TRUE(c.ok());
+    auto none = find_rank(*c);
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.status().message().find("set rank"), std::string::npos);
 }
 
 TEST(Config, FileThenFlagsOverride) {
