@@ -65,6 +65,7 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     std::unique_ptr<Client> c(new Client());
     c->cred_ = options.cred ? *options.cred : process_cred();
     c->timeout_ = options.timeout;
+    c->dir_cache_ttl_ = options.dir_cache_ttl;
     transport::WorkerOptions wo;
     wo.name = "libjobfs." + std::to_string(getpid());
     wo.secret = cluster.secret;
@@ -90,21 +91,79 @@ Result<std::unique_ptr<Client>> Client::connect_env(const ClientOptions& options
 
 // ---- path resolution ------------------------------------------------------------------------
 
-Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int depth) {
+namespace {
+
+constexpr size_t kDirCacheMax = 4096; // entries; a full cache starts over
+
+std::string joined(const std::vector<std::string>& parts, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) out += "/" + parts[i];
+    return out.empty() ? "/" : out;
+}
+
+bool stale(const Status& s) { return s.code() == Code::not_found || s.code() == Code::not_dir; }
+
+} // namespace
+
+std::optional<uint64_t> Client::dir_cache_get(const std::string& path) {
+    if (dir_cache_ttl_.count() == 0) return std::nullopt;
+    std::lock_guard lock(dir_cache_mu_);
+    auto it = dir_cache_.find(path);
+    if (it == dir_cache_.end()) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= it->second.expires) {
+        dir_cache_.erase(it);
+        return std::nullopt;
+    }
+    return it->second.ino;
+}
+
+void Client::dir_cache_put(const std::string& path, uint64_t ino) {
+    if (dir_cache_ttl_.count() == 0) return;
+    std::lock_guard lock(dir_cache_mu_);
+    if (dir_cache_.size() >= kDirCacheMax) dir_cache_.clear();
+    dir_cache_[path] = CachedDir{ino, std::chrono::steady_clock::now() + dir_cache_ttl_};
+}
+
+void Client::dir_cache_forget(const std::string& path) {
+    std::lock_guard lock(dir_cache_mu_);
+    for (auto it = dir_cache_.begin(); it != dir_cache_.end();) {
+        const std::string& k = it->first;
+        const bool below = k.size() > path.size() && k.compare(0, path.size(), path) == 0 &&
+                           (k[path.size()] == '/' || path == "/");
+        it = (k == path || below) ? dir_cache_.erase(it) : std::next(it);
+    }
+}
+
+Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int depth, bool use_cache) {
     if (depth > kMaxSymlinkDepth) return Status(Code::loop, "too many levels of symbolic links");
     auto parts = components(path);
     if (!parts.ok()) return parts.status();
     if (parts->empty()) return rpc::call<proto::Getattr>(at(kRoot), proto::InoRequest{kRoot});
-    // The root is always directory 1: the walk starts with the first lookup.
+    // The root is always directory 1; a cached directory on the way lets the walk start there.
     proto::Attr cur;
     cur.ino = kRoot;
     cur.type = 2;
-    std::string walked;
-    for (size_t i = 0; i < parts->size(); ++i) {
+    size_t start = 0;
+    for (size_t k = use_cache ? parts->size() - 1 : 0; k >= 1; --k) {
+        if (auto ino = dir_cache_get(joined(*parts, k))) {
+            cur.ino = *ino;
+            start = k;
+            break;
+        }
+    }
+    std::string walked = start ? joined(*parts, start) : std::string();
+    for (size_t i = start; i < parts->size(); ++i) {
         const std::string& name = (*parts)[i];
         if (cur.type != 2) return Status(Code::not_dir, walked + " is not a directory");
         auto next = rpc::call<proto::Lookup>(at(cur.ino), proto::NameRequest{cred_, cur.ino, name});
-        if (!next.ok()) return next.status();
+        if (!next.ok()) {
+            if (start > 0 && stale(next.status())) {
+                // The cached directory may be gone: ask again from the root.
+                dir_cache_forget(joined(*parts, start));
+                return walk(path, follow_last, depth, false);
+            }
+            return next.status();
+        }
         walked += "/" + name;
         const bool last = i + 1 == parts->size();
         if (next->type == 3 && (!last || follow_last)) {
@@ -114,24 +173,46 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
             std::string rest;
             for (size_t j = i + 1; j < parts->size(); ++j) rest += "/" + (*parts)[j];
             std::string resolved = (target.size() && target[0] == '/' ? target : base + "/" + target) + rest;
-            return walk(resolved, follow_last, depth + 1);
+            return walk(resolved, follow_last, depth + 1, use_cache);
         }
+        if (next->type == 2 && !last) dir_cache_put(walked, next->ino);
         cur = std::move(*next);
     }
     return cur;
 }
 
-Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path) {
+Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path, bool* cached, bool use_cache) {
+    if (cached) *cached = false;
     auto parts = components(path);
     if (!parts.ok()) return parts.status();
     if (parts->empty()) return Status(Code::invalid, "the root has no parent");
     if (parts->size() == 1) return std::make_pair(kRoot, parts->back());
-    std::string dir;
-    for (size_t i = 0; i + 1 < parts->size(); ++i) dir += "/" + (*parts)[i];
-    auto d = walk(dir, true);
+    const std::string dir = joined(*parts, parts->size() - 1);
+    if (use_cache) {
+        if (auto ino = dir_cache_get(dir)) {
+            if (cached) *cached = true;
+            return std::make_pair(*ino, parts->back());
+        }
+    }
+    auto d = walk(dir, true, 0, use_cache);
     if (!d.ok()) return d.status();
     if (d->type != 2) return Status(Code::not_dir, dir + " is not a directory");
+    dir_cache_put(dir, d->ino);
     return std::make_pair(d->ino, parts->back());
+}
+
+template <class Op>
+auto Client::in_parent(const std::string& path, Op op) -> decltype(op(uint64_t{}, std::string{})) {
+    bool cached = false;
+    auto p = parent_of(path, &cached);
+    if (!p.ok()) return p.status();
+    auto r = op(p->first, p->second);
+    if (r.ok() || !cached || !stale(r.status())) return r;
+    auto parts = components(path);
+    if (parts.ok() && !parts->empty()) dir_cache_forget(joined(*parts, parts->size() - 1));
+    p = parent_of(path, nullptr, false);
+    if (!p.ok()) return p.status();
+    return op(p->first, p->second);
 }
 
 // ---- namespace ------------------------------------------------------------------------------
@@ -149,24 +230,26 @@ Result<proto::Attr> Client::lstat(const std::string& path) {
 }
 
 Result<proto::Attr> Client::mkdir(const std::string& path, uint32_t mode) {
-    auto p = parent_of(path);
-    if (!p.ok()) return with_path(p.status(), "mkdir", path);
-    auto a = rpc::call<proto::Mkdir>(at(p->first), proto::MkdirRequest{cred_, p->first, p->second, mode});
+    auto a = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        return rpc::call<proto::Mkdir>(at(dir), proto::MkdirRequest{cred_, dir, name, mode});
+    });
     if (!a.ok()) return with_path(a.status(), "mkdir", path);
     return a;
 }
 
 Status Client::rmdir(const std::string& path) {
-    auto p = parent_of(path);
-    if (!p.ok()) return with_path(p.status(), "rmdir", path);
-    auto r = rpc::call<proto::Rmdir>(at(p->first), proto::NameRequest{cred_, p->first, p->second});
+    auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        return rpc::call<proto::Rmdir>(at(dir), proto::NameRequest{cred_, dir, name});
+    });
+    auto parts = components(path);
+    if (parts.ok()) dir_cache_forget(joined(*parts, parts->size()));
     return r.ok() ? Status::OK() : with_path(r.status(), "rmdir", path);
 }
 
 Status Client::unlink(const std::string& path) {
-    auto p = parent_of(path);
-    if (!p.ok()) return with_path(p.status(), "unlink", path);
-    auto r = rpc::call<proto::Unlink>(at(p->first), proto::NameRequest{cred_, p->first, p->second});
+    auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        return rpc::call<proto::Unlink>(at(dir), proto::NameRequest{cred_, dir, name});
+    });
     if (!r.ok()) return with_path(r.status(), "unlink", path);
     if (r->last_link && r->attr.type == 1) return release_data(r->attr.ino, path);
     return Status::OK();
@@ -185,12 +268,23 @@ Status Client::release_data(uint64_t ino, const std::string& path) {
 }
 
 Status Client::rename(const std::string& from, const std::string& to, uint32_t flags) {
-    auto a = parent_of(from);
-    if (!a.ok()) return with_path(a.status(), "rename", from);
-    auto b = parent_of(to);
-    if (!b.ok()) return with_path(b.status(), "rename to", to);
-    auto r = rpc::call<proto::Rename>(at(a->first),
-                                      proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
+    Result<proto::RenameResponse> r = Status(Code::internal, "unset");
+    for (bool use_cache : {true, false}) {
+        bool ca = false, cb = false;
+        auto a = parent_of(from, &ca, use_cache);
+        if (!a.ok()) return with_path(a.status(), "rename", from);
+        auto b = parent_of(to, &cb, use_cache);
+        if (!b.ok()) return with_path(b.status(), "rename to", to);
+        r = rpc::call<proto::Rename>(at(a->first),
+                                     proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
+        if (r.ok() || !(ca || cb) || !stale(r.status())) break;
+        dir_cache_forget("/"); // a cached parent may be gone: walk both from the root
+    }
+    // What this client knew under either name is no longer true.
+    for (const std::string& p : {from, to}) {
+        auto parts = components(p);
+        if (parts.ok()) dir_cache_forget(joined(*parts, parts->size()));
+    }
     if (!r.ok()) return with_path(r.status(), "rename " + from + " to", to);
     if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1)
         return release_data(r->replaced->attr.ino, to);
@@ -214,9 +308,9 @@ Result<std::vector<proto::DirEntry>> Client::list(const std::string& path) {
 }
 
 Result<proto::Attr> Client::symlink(const std::string& target, const std::string& path) {
-    auto p = parent_of(path);
-    if (!p.ok()) return with_path(p.status(), "symlink", path);
-    auto a = rpc::call<proto::Symlink>(at(p->first), proto::SymlinkRequest{cred_, p->first, p->second, target});
+    auto a = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        return rpc::call<proto::Symlink>(at(dir), proto::SymlinkRequest{cred_, dir, name, target});
+    });
     if (!a.ok()) return with_path(a.status(), "symlink", path);
     return a;
 }
@@ -254,9 +348,9 @@ Result<proto::Attr> Client::setattr(const std::string& path, proto::SetattrReque
 Result<proto::Attr> Client::link(const std::string& existing, const std::string& path) {
     auto a = walk(existing, false);
     if (!a.ok()) return with_path(a.status(), "link", existing);
-    auto p = parent_of(path);
-    if (!p.ok()) return with_path(p.status(), "link to", path);
-    auto r = rpc::call<proto::Link>(at(p->first), proto::LinkRequest{cred_, a->ino, p->first, p->second});
+    auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        return rpc::call<proto::Link>(at(dir), proto::LinkRequest{cred_, a->ino, dir, name});
+    });
     if (!r.ok()) return with_path(r.status(), "link " + existing + " to", path);
     return r;
 }
@@ -316,11 +410,12 @@ Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& la
 Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, uint32_t mode, const Layout& layout) {
     Result<proto::Attr> a = Status(Code::internal, "unset");
     if (flags & O_CREAT) {
-        auto p = parent_of(path);
-        if (!p.ok()) return with_path(p.status(), "open", path);
-        a = rpc::call<proto::Create>(at(p->first),
-                                     proto::CreateRequest{cred_, p->first, p->second, mode, (flags & O_EXCL) != 0,
-                                                          static_cast<uint32_t>(layout.chunk_size), layout.stripe_count});
+        a = in_parent(path, [&](uint64_t dir, const std::string& name) {
+            return rpc::call<proto::Create>(at(dir),
+                                            proto::CreateRequest{cred_, dir, name, mode, (flags & O_EXCL) != 0,
+                                                                 static_cast<uint32_t>(layout.chunk_size),
+                                                                 layout.stripe_count});
+        });
     } else {
         a = walk(path, true);
     }

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -32,6 +34,13 @@ struct ClientOptions {
     std::chrono::milliseconds timeout{30000}; // deadline of every request
     // Whose rights requests carry; default: this process's uid, gid and groups.
     std::optional<proto::Cred> cred;
+    // How long a directory found on a path stays known to this client, so that an operation
+    // on /a/b/f costs one request instead of one per component (0: never cached). Only the
+    // path-to-directory step is cached, never attributes or file names; this client's own
+    // rename and rmdir forget what they change, and a directory removed by another client is
+    // noticed and looked up again. A directory another client renamed may still be reached
+    // under its old path for up to this long (as with NFS or FUSE entry timeouts).
+    std::chrono::milliseconds dir_cache_ttl{1000};
 };
 
 // An open file. Obtained from Client::open, ended with Client::close.
@@ -110,9 +119,24 @@ public:
 private:
     Client() = default;
     const transport::Endpoint& at(uint64_t ino) const { return eps_[proto::shard_of(ino) % eps_.size()]; }
-    // Resolves path to its parent directory's inode and the last component.
-    Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path);
-    Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0);
+    // Resolves path to its parent directory's inode and the last component; *cached tells
+    // whether the directory came from the directory cache.
+    Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path, bool* cached = nullptr,
+                                                       bool use_cache = true);
+    Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0, bool use_cache = true);
+    // Runs op(parent ino, name) in path's parent directory; when that came from the cache and
+    // op finds it gone (not_found, not_dir), forgets it and runs op once more from a fresh walk.
+    template <class Op>
+    auto in_parent(const std::string& path, Op op) -> decltype(op(uint64_t{}, std::string{}));
+
+    // The directory cache: lexical path -> directory inode (see dir_cache_ttl).
+    struct CachedDir {
+        uint64_t ino = 0;
+        std::chrono::steady_clock::time_point expires;
+    };
+    std::optional<uint64_t> dir_cache_get(const std::string& path);
+    void dir_cache_put(const std::string& path, uint64_t ino);
+    void dir_cache_forget(const std::string& path);  // path and everything below it
     Status settle_size(File& f);
     // The data of a file whose last link went: removed now, or at the last close here.
     Status release_data(uint64_t ino, const std::string& path);
@@ -122,6 +146,10 @@ private:
     std::mutex open_mu_;                          // guards the two below
     std::unordered_map<uint64_t, int> open_count_;  // files open through this Client
     std::unordered_set<uint64_t> unlinked_open_;    // of those, the ones whose last link went
+
+    std::mutex dir_cache_mu_;  // guards dir_cache_
+    std::unordered_map<std::string, CachedDir> dir_cache_;
+    std::chrono::milliseconds dir_cache_ttl_{1000};
 
     std::unique_ptr<transport::Worker> worker_;
     std::vector<transport::Endpoint> eps_;

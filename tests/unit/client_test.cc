@@ -247,6 +247,45 @@ TEST_F(ClientTest, DaemonsChunkSizeIsTheDefaultAndLargerLayoutsWork) {
     EXPECT_EQ(*read_file("/big-chunks"), pattern(20 << 20, 32));
 }
 
+// The directory cache of path walks: this client's own changes are seen at once, a directory
+// another client removed and made again is found anew, and a rename elsewhere is seen once
+// the entry times out.
+TEST_F(ClientTest, DirectoryCacheNeverHidesAChange) {
+    ClientOptions o;
+    o.dir_cache_ttl = std::chrono::milliseconds(300);
+    auto a = Client::connect(cluster->info(), o);
+    auto b = Client::connect(cluster->info());
+    ASSERT_TRUE(a.ok() && b.ok());
+    Client& ca = **a;
+    Client& cb = **b;
+    ASSERT_TRUE(ca.mkdir("/d").ok());
+    ASSERT_TRUE(ca.mkdir("/d/e").ok());
+    ASSERT_TRUE(write_file("/d/e/f", pattern(100, 41)).ok());
+    ASSERT_TRUE(ca.stat("/d/e/f").ok()); // /d and /d/e are cached in a now
+    // Another client replaces /d/e by a new directory: a's next create lands in the new one.
+    ASSERT_TRUE(cb.unlink("/d/e/f").ok());
+    ASSERT_TRUE(cb.rmdir("/d/e").ok());
+    auto fresh = cb.mkdir("/d/e");
+    ASSERT_TRUE(fresh.ok());
+    auto g = ca.open("/d/e/g", O_WRONLY | O_CREAT | O_EXCL);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_TRUE(ca.close(**g).ok());
+    auto listed = cb.list("/d/e");
+    ASSERT_TRUE(listed.ok());
+    ASSERT_EQ(listed->size(), 1u);
+    EXPECT_EQ((*listed)[0].name, "g");
+    // a's own rename: the old path is gone for a at once.
+    ASSERT_TRUE(ca.rename("/d", "/moved").ok());
+    EXPECT_EQ(ca.stat("/d/e/g").status().code(), Code::not_found);
+    EXPECT_TRUE(ca.stat("/moved/e/g").ok());
+    // b's rename: a sees it once its cache entries expire.
+    ASSERT_TRUE(ca.stat("/moved/e/g").ok());
+    ASSERT_TRUE(cb.rename("/moved", "/again").ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_EQ(ca.stat("/moved/e/g").status().code(), Code::not_found);
+    EXPECT_TRUE(ca.stat("/again/e/g").ok());
+}
+
 TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
     constexpr int kFiles = 10000;
     ASSERT_TRUE(client->mkdir("/many").ok());
