@@ -139,7 +139,7 @@ private:
     void dir_cache_forget(const std::string& path);  // path and everything below it
     Status settle_size(File& f);
     // The data of a file whose last link went: removed now, or at the last close here.
-    Status release_data(uint64_t ino, const std::string& path);
+    Status release_data(const proto::Attr& gone, const std::string& path);
     // Sends set for inode a (its state before) and cuts the chunks past a smaller size.
     Result<proto::Attr> apply_setattr(const proto::Attr& a, proto::SetattrRequest set);
 
