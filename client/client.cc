@@ -66,6 +66,7 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     c->cred_ = options.cred ? *options.cred : process_cred();
     c->timeout_ = options.timeout;
     c->dir_cache_ttl_ = options.dir_cache_ttl;
+    c->write_behind_bytes_ = options.write_behind_bytes;
     transport::WorkerOptions wo;
     wo.name = "libjobfs." + std::to_string(getpid());
     wo.secret = cluster.secret;
@@ -446,12 +447,14 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
         std::lock_guard lock(open_mu_);
         ++open_count_[f->ino];
     }
+    if (write_behind_bytes_ && (flags & O_ACCMODE) != O_RDONLY)
+        f->write_behind = std::make_shared<WriteBehind>(*io_, f->ino, f->layout, write_behind_bytes_);
     return f;
 }
 
 Status Client::pwrite(File& f, uint64_t offset, std::span<const uint8_t> data) {
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, "file not open for writing");
-    Status s = io_->pwrite(f.ino, f.layout, offset, data);
+    Status s = f.write_behind ? f.write_behind->write(offset, data) : io_->pwrite(f.ino, f.layout, offset, data);
     if (!s.ok()) return s;
     raise(f.high_water, offset + data.size());
     f.dirty = true;
@@ -460,6 +463,7 @@ Status Client::pwrite(File& f, uint64_t offset, std::span<const uint8_t> data) {
 
 Result<size_t> Client::pread(File& f, uint64_t offset, std::span<uint8_t> out) {
     if ((f.flags & O_ACCMODE) == O_WRONLY) return Status(Code::bad_handle, "file not open for reading");
+    if (f.write_behind) f.write_behind->quiesce(); // this handle reads what it wrote
     return io_->pread(f.ino, f.layout, f.size(), offset, out);
 }
 
@@ -479,6 +483,7 @@ Status Client::settle_size(File& f) {
 }
 
 Status Client::fsync(File& f) {
+    if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush());
     Status s = io_->sync(f.ino, f.layout, f.size());
     if (!s.ok()) return s;
     return settle_size(f);
@@ -487,6 +492,8 @@ Status Client::fsync(File& f) {
 Status Client::close(File& f) {
     if (f.closed) return Status::OK();
     f.closed = true;
+    // Buffered writes land first; a failure among them is the close's (after the bookkeeping).
+    const Status flushed = f.write_behind ? f.write_behind->flush() : Status::OK();
     bool doomed = false, last = false;
     {
         std::lock_guard lock(open_mu_);
@@ -499,8 +506,9 @@ Status Client::close(File& f) {
         if (doomed && last) unlinked_open_.erase(f.ino);
     }
     // An unlinked file has no size to settle any more; its data goes with its last close.
-    if (doomed) return last ? io_->remove_file(f.ino) : Status::OK();
-    return settle_size(f);
+    if (doomed) return last ? io_->remove_file(f.ino) : flushed;
+    Status settled = settle_size(f);
+    return flushed.ok() ? settled : flushed;
 }
 
 Result<proto::Attr> Client::fstat(File& f) {
@@ -514,6 +522,7 @@ Result<proto::Attr> Client::fstat(File& f) {
 Status Client::ftruncate(File& f, uint64_t size) {
     const std::string what = "ftruncate inode " + std::to_string(f.ino);
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, what + ": file not open for writing");
+    if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush()); // none may land after the cut
     auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
     if (!a.ok()) return a.status().with_context(what);
     a->size = std::max(a->size, f.size()); // this handle's unsettled bytes past `size` go too

@@ -24,6 +24,7 @@
 #include "client/cluster.h"
 #include "client/file_io.h"
 #include "client/layout.h"
+#include "client/write_behind.h"
 #include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
@@ -41,6 +42,11 @@ struct ClientOptions {
     // noticed and looked up again. A directory another client renamed may still be reached
     // under its old path for up to this long (as with NFS or FUSE entry timeouts).
     std::chrono::milliseconds dir_cache_ttl{1000};
+    // Bytes of writes each open file may have in flight to the daemons while the writer goes
+    // on (write_behind.h); 0: every write returns once it is on the daemons. With write
+    // behind, failures come back from a later write, fsync or close, and other clients see the
+    // data after fsync or close (MPI-IO's and close-to-open consistency).
+    size_t write_behind_bytes = 0;
 };
 
 // An open file. Obtained from Client::open, ended with Client::close.
@@ -54,6 +60,7 @@ struct File {
     std::atomic<uint64_t> high_water{0};  // end of the furthest byte this handle wrote
     std::atomic<bool> dirty{false};       // written since the size was last settled
     bool closed = false;                  // Client::close ran (a second close is a no-op)
+    std::shared_ptr<WriteBehind> write_behind;  // set when writes are buffered (write_behind_bytes)
     uint64_t size() const { return std::max(size_at_open.load(), high_water.load()); }
 };
 
@@ -156,6 +163,7 @@ private:
     std::unique_ptr<FileIO> io_;
     proto::Cred cred_;
     std::chrono::milliseconds timeout_{30000};
+    size_t write_behind_bytes_ = 0;
 };
 
 } // namespace jobfs::client

@@ -553,13 +553,15 @@ Phase run_procs(uint32_t procs, Fn fn) {
 int cmd_ckpt(int argc, char** argv) {
     po::options_description desc("options");
     uint32_t procs = 4;
-    uint64_t block_mib = 256, piece_mib = 16, stride_mib = 1;
+    uint64_t block_mib = 256, piece_mib = 16, stride_mib = 1, write_behind_mib = 32;
     std::string path, local_dir;
     desc.add_options()("procs,p", po::value(&procs)->default_value(4), "writer processes")
         ("block-mib", po::value(&block_mib)->default_value(256), "MiB each process writes (its block of the file)")
         ("piece-mib", po::value(&piece_mib)->default_value(16), "MiB per write call (contiguous)")
         ("strided", "strided instead of contiguous: process r of P writes every P-th piece of stride-mib MiB")
         ("stride-mib", po::value(&stride_mib)->default_value(1), "MiB per piece with --strided")
+        ("write-behind-mib", po::value(&write_behind_mib)->default_value(32),
+         "MiB of writes each process keeps in flight (buffered, as a checkpoint library or MPI-IO may); 0: each write waits")
         ("path", po::value(&path)->default_value("/ckpt.bin"), "the shared checkpoint file in jobfs")
         ("local-dir", po::value(&local_dir)->default_value("/tmp"), "where the local-disk baseline writes")
         ("keep", "keep the files afterwards");
@@ -605,7 +607,9 @@ int cmd_ckpt(int argc, char** argv) {
     std::fflush(stdout);
 
     auto jobfs_rank = [&](uint32_t r, bool write) -> int {
-        auto c = connect();
+        ClientOptions o;
+        o.write_behind_bytes = write_behind_mib << 20;
+        auto c = Client::connect_env(o);
         if (!c.ok()) return fail(c.status());
         auto f = (*c)->open(path, write ? O_WRONLY : O_RDONLY);
         if (!f.ok()) return fail(f.status());

@@ -5,6 +5,7 @@ noinst_LTLIBRARIES += client/libjobfs_client.la
 client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
 	client/file_io.h client/file_io.cc \
+	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \
 	client/local_cluster.h client/local_cluster.cc

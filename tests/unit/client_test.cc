@@ -286,6 +286,64 @@ TEST_F(ClientTest, DirectoryCacheNeverHidesAChange) {
     EXPECT_TRUE(ca.stat("/again/e/g").ok());
 }
 
+// Write behind: eight writers, each every 8th MiB of one file (the strided checkpoint),
+// their writes buffered and in flight while they go on; after the closes the file is exact.
+TEST_F(ClientTest, WriteBehindStridedWritersByteExact) {
+    constexpr uint64_t kPiece = 1 << 20, kWriters = 8, kRounds = 8;
+    ASSERT_TRUE(write_file("/strided", {}).ok());
+    std::vector<std::thread> ts;
+    std::atomic<int> ok{0};
+    for (uint64_t w = 0; w < kWriters; ++w) {
+        ts.emplace_back([&, w] {
+            ClientOptions o;
+            o.write_behind_bytes = 4 * kPiece;
+            auto c = Client::connect(cluster->info(), o);
+            if (!c.ok()) return;
+            auto f = (*c)->open("/strided", O_WRONLY);
+            if (!f.ok()) return;
+            for (uint64_t r = 0; r < kRounds; ++r) {
+                const uint64_t piece = r * kWriters + w;
+                if (!(*c)->pwrite(**f, piece * kPiece, pattern(kPiece, piece)).ok()) return;
+            }
+            if ((*c)->close(**f).ok()) ++ok;
+        });
+    }
+    for (auto& t : ts) t.join();
+    ASSERT_EQ(ok.load(), int(kWriters));
+    auto back = read_file("/strided");
+    ASSERT_TRUE(back.ok());
+    ASSERT_EQ(back->size(), kPiece * kWriters * kRounds);
+    for (uint64_t piece = 0; piece < kWriters * kRounds; ++piece)
+        ASSERT_TRUE(std::equal(back->begin() + piece * kPiece, back->begin() + (piece + 1) * kPiece,
+                               pattern(kPiece, piece).begin()))
+            << "piece " << piece;
+}
+
+TEST_F(ClientTest, WriteBehindReadsItsOwnWritesAndReportsFailuresLater) {
+    ClientOptions o;
+    o.write_behind_bytes = 8 << 20;
+    auto c = Client::connect(cluster->info(), o);
+    ASSERT_TRUE(c.ok());
+    auto f = (*c)->open("/wb", O_RDWR | O_CREAT);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*c)->pwrite(**f, 0, pattern(3 << 20, 51)).ok());
+    std::vector<uint8_t> back(3 << 20);
+    auto n = (*c)->pread(**f, 0, back);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(back, pattern(3 << 20, 51));
+    ASSERT_TRUE((*c)->fsync(**f).ok());
+    // A daemon dies: the buffered writes to it fail, and fsync and close say so, promptly.
+    cluster->kill(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status first;
+    for (uint64_t off = 0; off < (24u << 20) && first.ok(); off += 1 << 20) first = (*c)->pwrite(**f, off, pattern(1 << 20, 52));
+    Status synced = (*c)->fsync(**f);
+    EXPECT_FALSE(synced.ok());
+    Status closed = (*c)->close(**f);
+    EXPECT_FALSE(closed.ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
 TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
     constexpr int kFiles = 10000;
     ASSERT_TRUE(client->mkdir("/many").ok());
@@ -431,6 +489,20 @@ TEST(ClientFullDiskTest, SmallDataDirectoryGivesEnospcAndLosesNothing) {
     ASSERT_TRUE(after.ok());
     EXPECT_TRUE(cl.pwrite(**after, 0, pattern(16 << 20, 23)).ok());
     EXPECT_TRUE(cl.close(**after).ok());
+    // With write behind, the writer learns of ENOSPC at a later write or at close at the latest.
+    ClientOptions wbo;
+    wbo.write_behind_bytes = 8 << 20;
+    auto wbc = Client::connect((*cluster)->info(), wbo);
+    ASSERT_TRUE(wbc.ok());
+    auto wb = (*wbc)->open("/wb", O_WRONLY | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(wb.ok());
+    Status ws;
+    for (uint64_t off = 0; off < (96u << 20) && ws.ok(); off += 1 << 20) ws = (*wbc)->pwrite(**wb, off, pattern(1 << 20, 24));
+    Status wclose = (*wbc)->close(**wb);
+    Status reported = ws.ok() ? wclose : ws;
+    EXPECT_EQ(reported.to_errno(), ENOSPC) << reported.to_string();
+    EXPECT_FALSE(wclose.ok());
+    wbc->reset();
     c->reset();
     EXPECT_TRUE((*cluster)->stop().ok());
 }

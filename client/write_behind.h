@@ -1,0 +1,56 @@
+// write_behind.h: buffered, asynchronous writes of one open file.
+//
+// A write is copied and sent to its chunk daemons while the caller goes on; up to `limit`
+// bytes may be in flight per file, then the writer waits. So a process writing a checkpoint
+// in 1 MiB pieces keeps every daemon busy instead of paying one round trip per piece, as a
+// page cache does for a local file. The price is the same as a page cache's: a failure
+// (ENOSPC, a daemon gone) is reported by a later write, fsync or close of the file rather
+// than by the write that caused it, and other clients see the data once it is flushed
+// (fsync, close): MPI-IO's consistency, and close-to-open, not POSIX's read-after-write
+// across processes. Hence opt-in (ClientOptions::write_behind_bytes).
+//
+// Errors are sticky: after one write failed, every later write, flush and close of this file
+// returns that error.
+//
+// Thread safety: any thread may call any method; writes from several threads interleave.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "client/file_io.h"
+
+namespace jobfs::client {
+
+class WriteBehind {
+public:
+    WriteBehind(const FileIO& io, uint64_t ino, const Layout& layout, size_t limit_bytes);
+    ~WriteBehind(); // waits for what is in flight (the buffers are its own)
+    WriteBehind(const WriteBehind&) = delete;
+    WriteBehind& operator=(const WriteBehind&) = delete;
+
+    // Copies data and starts writing it at offset; first waits while the limit is reached.
+    // Returns the sticky error of an earlier write, if any (and then writes nothing).
+    Status write(uint64_t offset, std::span<const uint8_t> data);
+    // Waits until every write started has completed; the sticky error, or ok.
+    Status flush();
+    // Waits until nothing is in flight, without reporting errors (before a read).
+    void quiesce();
+
+private:
+    struct State {
+        std::mutex mu;
+        std::condition_variable cv;
+        size_t bytes_in_flight = 0;
+        Status error;
+    };
+    const FileIO& io_;
+    uint64_t ino_;
+    Layout layout_;
+    size_t limit_;
+    std::shared_ptr<State> state_;
+};
+
+} // namespace jobfs::client
