@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -170,7 +171,22 @@ int jobfs_connect(const char* cluster_file, jobfs_t** out) {
         auto info = cluster_file ? jobfs::client::read_cluster(cluster_file) : jobfs::client::read_cluster_from_env();
         if (!info.ok()) return fail(info.status());
         if (info->daemons.empty()) return fail(EINVAL, "connect: the cluster descriptor names no daemon");
-        auto c = Client::connect(*info);
+        jobfs::client::ClientOptions options;
+        // Tuning from the environment, so that programs need no change to use it.
+        for (auto [var, unit] : {std::pair<const char*, int>{"JOBFS_WRITE_BEHIND_MIB", 0}, {"JOBFS_DIR_CACHE_MS", 1}}) {
+            const char* v = std::getenv(var);
+            if (!v || !*v) continue;
+            char* end = nullptr;
+            errno = 0;
+            unsigned long long n = std::strtoull(v, &end, 10);
+            if (errno || *end || n > (1ull << 20))
+                return fail(EINVAL, std::string("connect: ") + var + "='" + v + "' is not a number from 0 to 1048576");
+            if (unit == 0)
+                options.write_behind_bytes = static_cast<size_t>(n) << 20;
+            else
+                options.dir_cache_ttl = std::chrono::milliseconds(n);
+        }
+        auto c = Client::connect(*info, options);
         if (!c.ok()) return fail(c.status().with_context("connect"));
         auto fs = std::make_unique<jobfs_fs>();
         fs->client = std::move(*c);

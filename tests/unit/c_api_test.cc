@@ -162,6 +162,31 @@ TEST_F(CApiTest, ConnectDisconnectAndTheirErrors) {
     EXPECT_EQ(jobfs_daemon_count(fs), 3);
 }
 
+// Tuning through the environment: write behind and the directory cache.
+TEST_F(CApiTest, ConnectTakesTuningFromTheEnvironment) {
+    jobfs_t* tuned = nullptr;
+    ::setenv("JOBFS_WRITE_BEHIND_MIB", "lots", 1);
+    EXPECT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), -EINVAL);
+    EXPECT_NE(std::strstr(jobfs_last_error(), "JOBFS_WRITE_BEHIND_MIB"), nullptr) << jobfs_last_error();
+    ::setenv("JOBFS_WRITE_BEHIND_MIB", "8", 1);
+    ::setenv("JOBFS_DIR_CACHE_MS", "0", 1);
+    ASSERT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), 0) << jobfs_last_error();
+    ::unsetenv("JOBFS_WRITE_BEHIND_MIB");
+    ::unsetenv("JOBFS_DIR_CACHE_MS");
+    const auto data = pattern(5 << 20, 9);
+    jobfs_file_t* f = nullptr;
+    ASSERT_EQ(jobfs_open(tuned, p("wb").c_str(), O_RDWR | O_CREAT, 0644, nullptr, &f), 0) << jobfs_last_error();
+    for (size_t off = 0; off < data.size(); off += 1 << 20)
+        ASSERT_EQ(jobfs_pwrite(f, data.data() + off, 1 << 20, off), 1 << 20);
+    ASSERT_EQ(jobfs_close(f), 0) << jobfs_last_error();
+    std::vector<uint8_t> back(data.size());
+    ASSERT_EQ(jobfs_open(fs, p("wb").c_str(), O_RDONLY, 0, nullptr, &f), 0);
+    EXPECT_EQ(jobfs_pread(f, back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+    EXPECT_EQ(back, data);
+    EXPECT_EQ(jobfs_close(f), 0);
+    EXPECT_EQ(jobfs_disconnect(tuned), 0);
+}
+
 TEST_F(CApiTest, DisconnectWaitsForEveryHandle) {
     jobfs_file_t* f = nullptr;
     jobfs_dir_t* d = nullptr;
