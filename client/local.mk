@@ -8,6 +8,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \
+	client/inode_client.h client/inode_client.cc \
 	client/local_cluster.h client/local_cluster.cc
 client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
 client_libjobfs_client_la_LIBADD = ucx-transport/libjobfs_transport.la
@@ -57,3 +58,11 @@ tests_unit_c_api_compile_CFLAGS = $(AM_CFLAGS) -std=c99 -pedantic
 tests_unit_c_api_compile_LDADD = client/libjobfs.la
 EXTRA_DIST += tests/c_api_test.sh
 TESTS += tests/c_api_test.sh
+
+# jobfs-fuse, the FUSE mount (libfuse3 low-level API), over the inode-addressed InodeClient.
+if JOBFS_FUSE
+sbin_PROGRAMS += client/jobfs-fuse
+client_jobfs_fuse_SOURCES = client/jobfs_fuse.cc
+client_jobfs_fuse_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(FUSE3_CFLAGS)
+client_jobfs_fuse_LDADD = client/libjobfs_client.la $(FUSE3_LIBS)
+endif

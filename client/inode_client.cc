@@ -1,0 +1,363 @@
+#include "client/inode_client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace jobfs::client {
+
+namespace rpc = transport::rpc;
+
+namespace {
+
+constexpr uint64_t kDefaultChunkSize = 4ull << 20; // a file whose inode names none (as Client)
+
+void raise(std::atomic<uint64_t>& v, uint64_t to) {
+    uint64_t cur = v.load();
+    while (to > cur && !v.compare_exchange_weak(cur, to)) {
+    }
+}
+
+void lower(std::atomic<uint64_t>& v, uint64_t to) {
+    uint64_t cur = v.load();
+    while (to < cur && !v.compare_exchange_weak(cur, to)) {
+    }
+}
+
+bool writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+std::string ino_str(uint64_t ino) { return "inode " + std::to_string(ino); }
+
+} // namespace
+
+Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& cluster,
+                                                          const InodeClientOptions& options) {
+    if (cluster.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
+    std::unique_ptr<InodeClient> c(new InodeClient());
+    c->timeout_ = options.timeout;
+    transport::WorkerOptions wo;
+    wo.name = options.name + "." + std::to_string(getpid());
+    wo.secret = cluster.secret;
+    wo.call_timeout = options.timeout;
+    auto w = transport::Worker::create(wo);
+    if (!w.ok()) return w.status();
+    c->worker_ = std::move(*w);
+    for (const std::string& d : cluster.daemons) {
+        size_t colon = d.rfind(':');
+        if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
+        auto ep = c->worker_->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+        if (!ep.ok()) return ep.status().with_context("jobfs daemon " + std::to_string(c->eps_.size()) + " (" + d + ")");
+        c->eps_.push_back(*ep);
+    }
+    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
+    return c;
+}
+
+InodeClient::~InodeClient() = default;
+
+// ---- open inodes ----------------------------------------------------------------------------
+
+std::shared_ptr<OpenInode> InodeClient::find_open(uint64_t ino) {
+    std::lock_guard lock(open_mu_);
+    auto it = open_.find(ino);
+    return it == open_.end() ? nullptr : it->second;
+}
+
+proto::Attr InodeClient::merge_open(proto::Attr a) {
+    if (a.type != 1) return a;
+    auto n = find_open(a.ino);
+    if (!n) return a;
+    n->size.store(a.size);
+    a.size = std::max(a.size, n->high_water.load());
+    return a;
+}
+
+std::unique_ptr<Handle> InodeClient::add_handle(const proto::Attr& a, int flags) {
+    auto h = std::make_unique<Handle>();
+    h->flags = flags;
+    std::lock_guard lock(open_mu_);
+    auto& n = open_[a.ino];
+    if (!n) {
+        n = std::make_shared<OpenInode>();
+        n->ino = a.ino;
+        n->layout = Layout{a.chunk_size ? a.chunk_size : kDefaultChunkSize, a.stripe_count};
+    }
+    n->size.store(a.size);
+    ++n->open_count;
+    h->node = n;
+    return h;
+}
+
+Status InodeClient::drop_data(const proto::Attr& a) {
+    {
+        std::lock_guard lock(open_mu_);
+        auto it = open_.find(a.ino);
+        if (it != open_.end()) {
+            // Open here: the handles keep reading and writing until the last release.
+            OpenInode& n = *it->second;
+            n.last = a;
+            n.unlinked = true;
+            return Status::OK();
+        }
+    }
+    Status s = io_->remove_file(a.ino);
+    return s.ok() ? s : s.with_context("remove the data of " + ino_str(a.ino));
+}
+
+// ---- namespace ------------------------------------------------------------------------------
+
+Result<proto::Attr> InodeClient::lookup(const proto::Cred& cred, uint64_t parent, const std::string& name) {
+    auto a = rpc::call<proto::Lookup>(at(parent), proto::NameRequest{cred, parent, name});
+    if (!a.ok()) return a.status();
+    return merge_open(std::move(*a));
+}
+
+Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
+    auto a = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    if (a.ok()) return merge_open(std::move(*a));
+    if (a.status().code() == Code::not_found) {
+        // An unlinked file that is still open here lives on in its handles.
+        if (auto n = find_open(ino); n && n->unlinked) {
+            std::lock_guard lock(open_mu_);
+            proto::Attr last = n->last;
+            last.size = n->visible_size();
+            return last;
+        }
+    }
+    return a.status();
+}
+
+Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set) {
+    const uint64_t new_size = *set.size;
+    auto before = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    auto n = find_open(ino);
+    if (!before.ok()) {
+        // ftruncate of an unlinked open file: only its chunks and this process know it.
+        if (before.status().code() != Code::not_found || !n || !n->unlinked) return before.status();
+        uint64_t old_size = n->visible_size();
+        if (new_size < old_size) JOBFS_RETURN_IF_ERROR(io_->truncate_chunks(ino, n->layout, old_size, new_size));
+        n->size.store(new_size);
+        lower(n->high_water, new_size);
+        std::lock_guard lock(open_mu_);
+        n->last.size = new_size;
+        return n->last;
+    }
+    if (before->type != 1) {
+        // Let the shard answer (is_dir, invalid) with its own words.
+        set.cred = cred;
+        set.ino = ino;
+        return rpc::call<proto::Setattr>(at(ino), set);
+    }
+    // Bytes this process wrote and has not settled count as part of the file: they go too.
+    uint64_t old_size = std::max(before->size, n ? n->high_water.load() : 0);
+    set.cred = cred;
+    set.ino = ino;
+    auto r = rpc::call<proto::Setattr>(at(ino), set);
+    if (!r.ok()) return r.status();
+    if (new_size < old_size) {
+        Layout layout{before->chunk_size ? before->chunk_size : kDefaultChunkSize, before->stripe_count};
+        Status s = io_->truncate_chunks(ino, layout, old_size, new_size);
+        if (!s.ok()) return s.with_context("cut the data of " + ino_str(ino));
+    }
+    if (n) {
+        n->size.store(new_size);
+        lower(n->high_water, new_size);
+    }
+    return merge_open(std::move(*r));
+}
+
+Result<proto::Attr> InodeClient::setattr(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set) {
+    if (set.size) return resize(cred, ino, std::move(set));
+    set.cred = cred;
+    set.ino = ino;
+    auto r = rpc::call<proto::Setattr>(at(ino), set);
+    if (!r.ok()) return r.status();
+    return merge_open(std::move(*r));
+}
+
+Result<proto::Attr> InodeClient::mkdir(const proto::Cred& cred, uint64_t parent, const std::string& name,
+                                       uint32_t mode) {
+    return rpc::call<proto::Mkdir>(at(parent), proto::MkdirRequest{cred, parent, name, mode});
+}
+
+Result<proto::Attr> InodeClient::symlink(const proto::Cred& cred, uint64_t parent, const std::string& name,
+                                         const std::string& target) {
+    return rpc::call<proto::Symlink>(at(parent), proto::SymlinkRequest{cred, parent, name, target});
+}
+
+Result<proto::Attr> InodeClient::link(const proto::Cred& cred, uint64_t ino, uint64_t new_parent,
+                                      const std::string& name) {
+    auto a = rpc::call<proto::Link>(at(new_parent), proto::LinkRequest{cred, ino, new_parent, name});
+    if (!a.ok()) return a.status();
+    return merge_open(std::move(*a));
+}
+
+Status InodeClient::unlink(const proto::Cred& cred, uint64_t parent, const std::string& name) {
+    auto r = rpc::call<proto::Unlink>(at(parent), proto::NameRequest{cred, parent, name});
+    if (!r.ok()) return r.status();
+    if (r->last_link && r->attr.type == 1) return drop_data(r->attr);
+    return Status::OK();
+}
+
+Status InodeClient::rmdir(const proto::Cred& cred, uint64_t parent, const std::string& name) {
+    auto r = rpc::call<proto::Rmdir>(at(parent), proto::NameRequest{cred, parent, name});
+    return r.ok() ? Status::OK() : r.status();
+}
+
+Status InodeClient::rename(const proto::Cred& cred, uint64_t parent, const std::string& name, uint64_t new_parent,
+                           const std::string& new_name, uint32_t flags) {
+    auto r = rpc::call<proto::Rename>(at(parent),
+                                      proto::RenameRequest{cred, parent, name, new_parent, new_name, flags});
+    if (!r.ok()) return r.status();
+    if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1) return drop_data(r->replaced->attr);
+    return Status::OK();
+}
+
+Result<proto::ReaddirResponse> InodeClient::readdir(const proto::Cred& cred, uint64_t ino, const std::string& after,
+                                                    uint32_t max) {
+    return rpc::call<proto::Readdir>(at(ino), proto::ReaddirRequest{cred, ino, after, max});
+}
+
+Result<std::string> InodeClient::readlink(uint64_t ino) {
+    auto r = rpc::call<proto::Readlink>(at(ino), proto::InoRequest{ino});
+    if (!r.ok()) return r.status();
+    return std::move(r->target);
+}
+
+Result<std::string> InodeClient::getxattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
+    auto v = rpc::call<proto::Getxattr>(at(ino), proto::XattrRequest{cred, ino, name, {}, 0});
+    if (!v.ok()) return v.status();
+    return std::move(v->value);
+}
+
+Status InodeClient::setxattr(const proto::Cred& cred, uint64_t ino, const std::string& name, const std::string& value,
+                             int flags) {
+    auto r = rpc::call<proto::Setxattr>(at(ino), proto::XattrRequest{cred, ino, name, value, flags});
+    return r.ok() ? Status::OK() : r.status();
+}
+
+Result<std::vector<std::string>> InodeClient::listxattr(const proto::Cred& cred, uint64_t ino) {
+    auto v = rpc::call<proto::Listxattr>(at(ino), proto::XattrRequest{cred, ino, {}, {}, 0});
+    if (!v.ok()) return v.status();
+    return std::move(v->names);
+}
+
+Status InodeClient::removexattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
+    auto r = rpc::call<proto::Removexattr>(at(ino), proto::XattrRequest{cred, ino, name, {}, 0});
+    return r.ok() ? Status::OK() : r.status();
+}
+
+Result<FsSpace> InodeClient::statfs() {
+    FsSpace out;
+    for (size_t i = 0; i < eps_.size(); ++i) {
+        auto s = rpc::call<proto::DiskSpace>(eps_[i], proto::Empty{});
+        if (!s.ok()) return s.status().with_context("disk space of daemon " + std::to_string(i));
+        out.total_bytes += s->total_bytes;
+        out.free_bytes += s->free_bytes;
+        auto c = rpc::call<proto::MetaCounts>(eps_[i], proto::Empty{});
+        if (!c.ok()) return c.status().with_context("inode count of daemon " + std::to_string(i));
+        out.inodes += c->inodes;
+    }
+    return out;
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(const proto::Cred& cred, uint64_t parent,
+                                                                            const std::string& name, uint32_t mode,
+                                                                            int flags) {
+    auto a = rpc::call<proto::Create>(at(parent),
+                                      proto::CreateRequest{cred, parent, name, mode, (flags & O_EXCL) != 0, 0, 0});
+    if (!a.ok()) return a.status();
+    if (a->type != 1) return Status(Code::invalid, "'" + name + "' is not a regular file");
+    if ((flags & O_TRUNC) && writable(flags)) {
+        // The name existed (else the new file is empty): O_TRUNC empties it.
+        auto n = find_open(a->ino);
+        if (a->size > 0 || (n && n->high_water.load() > 0)) {
+            proto::SetattrRequest set;
+            set.size = 0;
+            auto r = resize(cred, a->ino, std::move(set));
+            if (!r.ok()) return r.status();
+            a = std::move(r);
+        }
+    }
+    auto h = add_handle(*a, flags);
+    proto::Attr out = merge_open(std::move(*a));
+    return std::make_pair(std::move(out), std::move(h));
+}
+
+Result<std::unique_ptr<Handle>> InodeClient::open(const proto::Cred& cred, uint64_t ino, int flags) {
+    // Fresh attributes: the size others settled before we opened (close-to-open).
+    auto a = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    if (!a.ok()) return a.status();
+    if (a->type == 2) return Status(Code::is_dir, ino_str(ino) + " is a directory");
+    if (a->type != 1) return Status(Code::invalid, ino_str(ino) + " is not a regular file");
+    if ((flags & O_TRUNC) && writable(flags)) {
+        auto n = find_open(ino);
+        if (a->size > 0 || (n && n->high_water.load() > 0)) {
+            proto::SetattrRequest set;
+            set.size = 0;
+            auto r = resize(cred, ino, std::move(set));
+            if (!r.ok()) return r.status();
+            a->size = 0;
+        }
+    }
+    return add_handle(*a, flags); // a.size: the daemon's, which the node keeps
+}
+
+Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
+    if ((h.flags & O_ACCMODE) == O_WRONLY) return Status(Code::bad_handle, "file not open for reading");
+    OpenInode& n = *h.node;
+    if (offset + out.size() > n.visible_size() && !n.unlinked) {
+        // Past what we know: others may have written and settled more since.
+        auto a = rpc::call<proto::Getattr>(at(n.ino), proto::InoRequest{n.ino});
+        if (a.ok()) n.size.store(a->size);
+        else if (a.status().code() != Code::not_found) return a.status();
+    }
+    return io_->pread(n.ino, n.layout, n.visible_size(), offset, out);
+}
+
+Status InodeClient::write(Handle& h, uint64_t offset, std::span<const uint8_t> data) {
+    if (!writable(h.flags)) return Status(Code::bad_handle, "file not open for writing");
+    OpenInode& n = *h.node;
+    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, offset, data));
+    raise(n.high_water, offset + data.size());
+    n.dirty = true;
+    return Status::OK();
+}
+
+Status InodeClient::settle(OpenInode& n) {
+    if (n.unlinked || !n.dirty.exchange(false)) return Status::OK();
+    auto r = rpc::call<proto::ExtendSize>(at(n.ino), proto::ExtendSizeRequest{n.ino, n.high_water.load()});
+    if (!r.ok()) {
+        if (r.status().code() == Code::not_found && n.unlinked) return Status::OK(); // no size to keep
+        n.dirty = true;
+        return r.status().with_context("settle the size of " + ino_str(n.ino));
+    }
+    n.size.store(r->size);
+    return Status::OK();
+}
+
+Status InodeClient::flush(Handle& h) { return settle(*h.node); }
+
+Status InodeClient::fsync(Handle& h) {
+    OpenInode& n = *h.node;
+    JOBFS_RETURN_IF_ERROR(io_->sync(n.ino, n.layout, n.visible_size()));
+    return settle(n);
+}
+
+Status InodeClient::release(std::unique_ptr<Handle> h) {
+    std::shared_ptr<OpenInode> n = std::move(h->node);
+    bool last = false;
+    {
+        std::lock_guard lock(open_mu_);
+        if (--n->open_count == 0) {
+            open_.erase(n->ino);
+            last = true;
+        }
+    }
+    // The data of an unlinked file goes with its last handle; nobody can open it again.
+    if (n->unlinked) return last ? io_->remove_file(n->ino) : Status::OK();
+    return settle(*n);
+}
+
+} // namespace jobfs::client

@@ -1,0 +1,155 @@
+// inode_client.h: jobfs addressed by inode numbers, for the FUSE client (jobfs-fuse).
+//
+// Client (client.h) resolves paths; the kernel, talking to a FUSE server, has already resolved
+// them and names everything by (parent inode, name) or by inode. InodeClient is that shape of
+// the same protocol: each namespace call is one RPC to the daemon whose shard holds the inode
+// or directory it names (shard_of(ino) % daemons, as Client does), with the caller's
+// credentials, so the daemons make every permission check. File data goes straight to the
+// chunk daemons (FileIO); the size is settled lazily (ExtendSize at flush, fsync and release,
+// docs/design.md).
+//
+// Open files. Every open of a regular file returns a Handle; the handles of one inode share an
+// OpenInode, which holds what this process knows beyond the daemons:
+//   * high_water: the end of the furthest byte written through any of its handles. Until it is
+//     settled the daemons report a smaller size, so attributes returned for an open inode carry
+//     max(daemon size, high_water): the kernel must never see an open file shrink under it.
+//   * unlinked: its last link went (unlink, or a rename over it) while it was open. Its data is
+//     then removed at the last release, not at the unlink, and its attributes (the daemon no
+//     longer has them) are served from `last`.
+//
+// Lock rule: open_mu_ guards the table of OpenInodes (open/release/unlink/rename change it)
+// and the non-atomic fields of every OpenInode (open_count, last); `unlinked` changes under it.
+// It is never held across an RPC. The sizes of an OpenInode are atomics, raised with compare-exchange, so reads and
+// writes of many threads proceed without it. A Handle may be used by several threads at once.
+//
+// Thread safety: every method may be called from any thread except a transport callback.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "client/cluster.h"
+#include "client/file_io.h"
+#include "client/layout.h"
+#include "daemon_protocol.h"
+#include "result.h"
+#include "worker.h"
+
+namespace jobfs::client {
+
+inline constexpr uint64_t kRootIno = 1; // the root directory, on shard 0 (FUSE_ROOT_ID too)
+
+struct InodeClientOptions {
+    std::chrono::milliseconds timeout{30000}; // deadline of every request
+    std::string name = "jobfs-fuse";           // the transport worker's name (daemon logs)
+};
+
+// What this process knows of one open regular file (see the top of this file).
+struct OpenInode {
+    uint64_t ino = 0;
+    Layout layout;
+    int open_count = 0;                  // handles; guarded by InodeClient::open_mu_
+    std::atomic<bool> unlinked{false};   // set under open_mu_, read anywhere
+    proto::Attr last;                    // the attributes at unlink; guarded by open_mu_
+    std::atomic<uint64_t> size{0};       // the settled size as last seen from the daemons
+    std::atomic<uint64_t> high_water{0}; // end of the furthest byte written here
+    std::atomic<bool> dirty{false};      // written since the size was last settled
+    uint64_t visible_size() const { return std::max(size.load(), high_water.load()); }
+};
+
+struct Handle {
+    std::shared_ptr<OpenInode> node;
+    int flags = 0; // open(2) flags
+};
+
+// Capacity of the file system: the daemons' disks summed, and the inodes in use.
+struct FsSpace {
+    uint64_t total_bytes = 0;
+    uint64_t free_bytes = 0;
+    uint64_t inodes = 0;
+};
+
+class InodeClient {
+public:
+    static Result<std::unique_ptr<InodeClient>> connect(const ClusterInfo& cluster,
+                                                        const InodeClientOptions& options = {});
+    ~InodeClient();
+
+    // ---- namespace ------------------------------------------------------------------------
+    Result<proto::Attr> lookup(const proto::Cred& cred, uint64_t parent, const std::string& name);
+    Result<proto::Attr> getattr(uint64_t ino);
+    // Every field of set present is changed (set.cred and set.ino are filled in here). A smaller
+    // size cuts the data past it (truncate and ftruncate alike: open handles share the inode's
+    // state here, so unsettled bytes of this process past the new size go too).
+    Result<proto::Attr> setattr(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set);
+    Result<proto::Attr> mkdir(const proto::Cred& cred, uint64_t parent, const std::string& name, uint32_t mode);
+    Result<proto::Attr> symlink(const proto::Cred& cred, uint64_t parent, const std::string& name,
+                                const std::string& target);
+    Result<proto::Attr> link(const proto::Cred& cred, uint64_t ino, uint64_t new_parent, const std::string& name);
+    Status unlink(const proto::Cred& cred, uint64_t parent, const std::string& name);
+    Status rmdir(const proto::Cred& cred, uint64_t parent, const std::string& name);
+    // flags: RENAME_NOREPLACE 1, RENAME_EXCHANGE 2 (as renameat2).
+    Status rename(const proto::Cred& cred, uint64_t parent, const std::string& name, uint64_t new_parent,
+                  const std::string& new_name, uint32_t flags);
+    // One page of directory ino: up to max entries with names after `after` ("" = the first).
+    Result<proto::ReaddirResponse> readdir(const proto::Cred& cred, uint64_t ino, const std::string& after,
+                                           uint32_t max = 1000);
+    Result<std::string> readlink(uint64_t ino);
+    Result<std::string> getxattr(const proto::Cred& cred, uint64_t ino, const std::string& name);
+    Status setxattr(const proto::Cred& cred, uint64_t ino, const std::string& name, const std::string& value,
+                    int flags);
+    Result<std::vector<std::string>> listxattr(const proto::Cred& cred, uint64_t ino);
+    Status removexattr(const proto::Cred& cred, uint64_t ino, const std::string& name);
+    // Asks every daemon (DiskSpace, MetaCounts) and sums.
+    Result<FsSpace> statfs();
+
+    // ---- files ----------------------------------------------------------------------------
+    // Creates (O_EXCL: must not exist) or opens the regular file name in parent; O_TRUNC
+    // empties an existing one. Returns its attributes and the open handle.
+    Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> create(const proto::Cred& cred, uint64_t parent,
+                                                                   const std::string& name, uint32_t mode,
+                                                                   int flags);
+    // Opens regular file ino (permissions are the kernel's business: default_permissions).
+    Result<std::unique_ptr<Handle>> open(const proto::Cred& cred, uint64_t ino, int flags);
+    // Reads up to out.size() bytes at offset; short at the end of the file (0 past it). A read
+    // past the size this process knows asks the daemon first: others may have settled more.
+    Result<size_t> read(Handle& h, uint64_t offset, std::span<uint8_t> out);
+    Status write(Handle& h, uint64_t offset, std::span<const uint8_t> data);
+    Status flush(Handle& h); // settles the size (close(2) of one descriptor)
+    Status fsync(Handle& h); // data durable on the daemons, size settled
+    // The last handle of an inode settles its size, or removes the data of an unlinked file.
+    Status release(std::unique_ptr<Handle> h);
+
+    uint32_t daemon_count() const { return static_cast<uint32_t>(eps_.size()); }
+
+private:
+    InodeClient() = default;
+    const transport::Endpoint& at(uint64_t ino) const { return eps_[proto::shard_of(ino) % eps_.size()]; }
+    std::shared_ptr<OpenInode> find_open(uint64_t ino);
+    // Attributes as this process must report them: an open inode's size is never below what
+    // it wrote; the daemons' size is remembered for reads.
+    proto::Attr merge_open(proto::Attr a);
+    std::unique_ptr<Handle> add_handle(const proto::Attr& a, int flags);
+    // The last link of a file went: its data goes now, or at the last release here.
+    Status drop_data(const proto::Attr& a);
+    Status settle(OpenInode& n);
+    // Sets the size (and whatever else set holds): the shard first, then the chunks past a
+    // smaller size are cut, then this process's view of the open inode follows.
+    Result<proto::Attr> resize(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set);
+
+    std::mutex open_mu_;
+    std::unordered_map<uint64_t, std::shared_ptr<OpenInode>> open_;
+
+    std::unique_ptr<transport::Worker> worker_;
+    std::vector<transport::Endpoint> eps_;
+    std::unique_ptr<FileIO> io_;
+    std::chrono::milliseconds timeout_{30000};
+};
+
+} // namespace jobfs::client

@@ -1,0 +1,751 @@
+// jobfs-fuse: jobfs as a POSIX file system, a low-level libfuse3 server (man jobfs-fuse.8).
+//
+//   jobfs-fuse [--cluster FILE] MOUNTPOINT [-o OPTIONS] [-f] [-d] [-s]
+//
+// Shape. FUSE inode numbers are jobfs inode numbers (the root is 1 in both), so this server
+// keeps no inode table: lookup counts need no bookkeeping and forget is a no-op. Every request
+// becomes InodeClient calls (client/inode_client.h): namespace RPCs to the daemon of the shard,
+// data straight to the chunk daemons. Each request carries the caller's uid, gid and groups
+// (fuse_req_ctx, fuse_req_getgroups), so the daemons make the namespace permission checks; the
+// kernel checks data access (default_permissions) from the attributes we return.
+//
+// Consistency: close-to-open. flush (every close(2)) settles the size on the metadata shard
+// before close returns; open fetches fresh attributes and tells the kernel to drop its cached
+// ones (and, without keep_cache, its cached pages), so an open after another node's close sees
+// its bytes. Between those points attributes and names are cached for attr_timeout and
+// entry_timeout seconds; missing names are not cached unless negative_timeout is set.
+//
+// Threads and lock rules:
+//   * fuse_session_loop_mt runs the handlers on up to max_threads threads at once; every
+//     handler may run concurrently with any other, also on the same inode.
+//   * InodeClient is thread-safe (its lock rules are in inode_client.h). Handlers here hold no
+//     lock of their own except DirHandle::mu, held while one readdir fills its buffer and
+//     never while replying: the reply lets the kernel send releasedir, which frees the
+//     DirHandle, at once (on another thread).
+//   * A Handle (fi->fh of a file) is shared by the threads of one open file description; it
+//     is freed in release, which the kernel sends after every other request on it has been
+//     answered. Hence the rule for every handler: the reply is the last thing it does.
+//   * Signals (SIGTERM, SIGINT, SIGHUP) are blocked in every thread but the main one (the
+//     transport's progress thread and libfuse's workers inherit the mask), so libfuse's
+//     handler always wakes the main thread, which ends the loop and unmounts.
+//
+// Errors: every failure is a fuse_reply_err(req, errno) of the jobfs Status (to_errno()).
+// Failures that are not the caller's doing (I/O, transport) are also logged to stderr with the
+// prefix "jobfs-fuse:", as is everything that keeps the mount from starting.
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/cluster.h"
+#include "client/inode_client.h"
+
+namespace {
+
+using jobfs::Code;
+using jobfs::Status;
+using jobfs::client::FsSpace;
+using jobfs::client::Handle;
+using jobfs::client::InodeClient;
+namespace proto = jobfs::proto;
+
+constexpr unsigned kMaxIo = 1u << 20; // max_write, max_read and the st_blksize we advertise
+
+// ---- configuration ----------------------------------------------------------------------
+
+struct Config {
+    char* cluster = nullptr;
+    double attr_timeout = 1.0;
+    double entry_timeout = 1.0;
+    double negative_timeout = 0.0;
+    int no_allow_other = 0;
+    int no_default_permissions = 0;
+    int allow_other = 0;         // given explicitly
+    int default_permissions = 0; // given explicitly
+};
+
+enum { kKeyAllowOther = 1, kKeyDefaultPermissions };
+
+#define JOBFS_OPT(t, field, v) {t, offsetof(Config, field), v}
+const fuse_opt kOptions[] = {
+    JOBFS_OPT("--cluster=%s", cluster, 0),
+    JOBFS_OPT("--cluster %s", cluster, 0),
+    JOBFS_OPT("cluster=%s", cluster, 0),
+    JOBFS_OPT("attr_timeout=%lf", attr_timeout, 0),
+    JOBFS_OPT("entry_timeout=%lf", entry_timeout, 0),
+    JOBFS_OPT("negative_timeout=%lf", negative_timeout, 0),
+    JOBFS_OPT("no_allow_other", no_allow_other, 1),
+    JOBFS_OPT("no_default_permissions", no_default_permissions, 1),
+    FUSE_OPT_KEY("allow_other", kKeyAllowOther),
+    FUSE_OPT_KEY("default_permissions", kKeyDefaultPermissions),
+    FUSE_OPT_END,
+};
+#undef JOBFS_OPT
+
+int opt_proc(void* data, const char*, int key, fuse_args*) {
+    auto* c = static_cast<Config*>(data);
+    if (key == kKeyAllowOther) c->allow_other = 1;
+    if (key == kKeyDefaultPermissions) c->default_permissions = 1;
+    return 1; // keep every option libfuse should see
+}
+
+// ---- the file system ----------------------------------------------------------------------
+
+struct Fs {
+    std::unique_ptr<InodeClient> client;
+    fuse_session* session = nullptr;
+    double attr_timeout = 1.0;
+    double entry_timeout = 1.0;
+    double negative_timeout = 0.0;
+    bool default_permissions = true; // the kernel checks access from our attributes
+};
+
+Fs& fs_of(fuse_req_t req) { return *static_cast<Fs*>(fuse_req_userdata(req)); }
+
+// An open directory: the entries read so far, in the daemon's (name) order. The offset of the
+// k-th entry handed to the kernel is k+1, with "." and ".." first; seekdir and telldir work
+// within one open directory, and rewinddir (offset 0) reads it afresh.
+struct DirHandle {
+    std::mutex mu;
+    std::vector<proto::DirEntry> entries;
+    bool more = true;
+};
+
+void log_error(const char* op, uint64_t ino, const Status& s) {
+    std::fprintf(stderr, "jobfs-fuse: %s of inode %llu: %s\n", op, static_cast<unsigned long long>(ino),
+                 s.to_string().c_str());
+}
+
+// Errors the caller did not cause (the file system's or the network's) are worth a log line.
+bool worth_logging(const Status& s) {
+    switch (s.code()) {
+    case Code::io:
+    case Code::internal:
+    case Code::timeout:
+    case Code::peer_gone:
+    case Code::refused:
+    case Code::protocol:
+    case Code::cancelled:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void reply_status(fuse_req_t req, const char* op, uint64_t ino, const Status& s) {
+    if (s.ok()) {
+        fuse_reply_err(req, 0);
+        return;
+    }
+    if (worth_logging(s)) log_error(op, ino, s);
+    fuse_reply_err(req, s.to_errno());
+}
+
+proto::Cred cred_of(fuse_req_t req) {
+    const fuse_ctx* ctx = fuse_req_ctx(req);
+    proto::Cred c{static_cast<uint32_t>(ctx->uid), static_cast<uint32_t>(ctx->gid), {}};
+    std::vector<gid_t> groups(32);
+    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n > static_cast<int>(groups.size())) {
+        groups.resize(static_cast<size_t>(n));
+        n = fuse_req_getgroups(req, n, groups.data());
+    }
+    for (int i = 0; i < n && i < static_cast<int>(groups.size()); ++i)
+        c.groups.push_back(static_cast<uint32_t>(groups[static_cast<size_t>(i)]));
+    return c;
+}
+
+uint32_t type_bits(uint8_t type) {
+    switch (type) {
+    case 2: return S_IFDIR;
+    case 3: return S_IFLNK;
+    default: return S_IFREG;
+    }
+}
+
+struct stat to_stat(const proto::Attr& a) {
+    struct stat st {};
+    st.st_ino = a.ino;
+    st.st_mode = (a.mode & S_IFMT) ? a.mode : (a.mode | type_bits(a.type));
+    st.st_nlink = a.nlink;
+    st.st_uid = a.uid;
+    st.st_gid = a.gid;
+    st.st_size = static_cast<off_t>(a.size);
+    st.st_rdev = a.rdev;
+    st.st_blksize = kMaxIo;
+    st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+    st.st_atim = {a.atime_ns / 1000000000, a.atime_ns % 1000000000};
+    st.st_mtim = {a.mtime_ns / 1000000000, a.mtime_ns % 1000000000};
+    st.st_ctim = {a.ctime_ns / 1000000000, a.ctime_ns % 1000000000};
+    return st;
+}
+
+void reply_entry(fuse_req_t req, const proto::Attr& a) {
+    const Fs& fs = fs_of(req);
+    fuse_entry_param e{};
+    e.ino = a.ino;
+    e.generation = a.generation;
+    e.attr = to_stat(a);
+    e.attr_timeout = fs.attr_timeout;
+    e.entry_timeout = fs.entry_timeout;
+    fuse_reply_entry(req, &e);
+}
+
+// POSIX permission bits of a for c (root: everything, but execute only if someone may).
+bool may_access(const proto::Attr& a, const proto::Cred& c, int mask) {
+    if (c.uid == 0) return !(mask & X_OK) || a.type == 2 || (a.mode & 0111);
+    unsigned bits;
+    bool in_group = c.gid == a.gid;
+    for (uint32_t g : c.groups) in_group = in_group || g == a.gid;
+    if (c.uid == a.uid) bits = (a.mode >> 6) & 7;
+    else if (in_group) bits = (a.mode >> 3) & 7;
+    else bits = a.mode & 7;
+    return (bits & static_cast<unsigned>(mask)) == static_cast<unsigned>(mask);
+}
+
+int access_mask(int flags) {
+    int mask = 0;
+    switch (flags & O_ACCMODE) {
+    case O_RDONLY: mask = R_OK; break;
+    case O_WRONLY: mask = W_OK; break;
+    default: mask = R_OK | W_OK; break;
+    }
+    if (flags & O_TRUNC) mask |= W_OK;
+    return mask;
+}
+
+Handle* handle_of(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
+
+// ---- handlers -----------------------------------------------------------------------------
+
+void jf_init(void* userdata, fuse_conn_info* conn) {
+    (void)userdata;
+    conn->max_write = kMaxIo;
+    conn->max_read = kMaxIo; // and -o max_read, which main passes to the kernel
+    if (conn->max_readahead > kMaxIo) conn->max_readahead = kMaxIo;
+    conn->time_gran = 1; // nanosecond timestamps
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    // Not yet (issue #4): the writeback cache, and locks kept across nodes (without lock
+    // handlers the kernel keeps flock/fcntl locks per node). No splice: FileIO sends straight
+    // from libfuse's buffer by rendezvous already.
+    conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+}
+
+void jf_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Fs& fs = fs_of(req);
+    auto a = fs.client->lookup(cred_of(req), parent, name);
+    if (a.ok()) return reply_entry(req, *a);
+    if (a.status().code() == Code::not_found && fs.negative_timeout > 0) {
+        fuse_entry_param e{}; // ino 0: a negative entry, cached for negative_timeout
+        e.entry_timeout = fs.negative_timeout;
+        fuse_reply_entry(req, &e);
+        return;
+    }
+    reply_status(req, "lookup", parent, a.status());
+}
+
+void jf_forget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }
+
+void jf_forget_multi(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+
+void jf_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    auto a = fs_of(req).client->getattr(ino);
+    if (!a.ok()) return reply_status(req, "getattr", ino, a.status());
+    struct stat st = to_stat(*a);
+    fuse_reply_attr(req, &st, fs_of(req).attr_timeout);
+}
+
+void jf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+    proto::SetattrRequest set;
+    if (to_set & FUSE_SET_ATTR_MODE) set.mode = attr->st_mode & 07777;
+    if (to_set & FUSE_SET_ATTR_UID) set.uid = attr->st_uid;
+    if (to_set & FUSE_SET_ATTR_GID) set.gid = attr->st_gid;
+    if (to_set & FUSE_SET_ATTR_SIZE) set.size = static_cast<uint64_t>(attr->st_size);
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) set.atime_now = true;
+    else if (to_set & FUSE_SET_ATTR_ATIME)
+        set.atime_ns = int64_t(attr->st_atim.tv_sec) * 1000000000 + attr->st_atim.tv_nsec;
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) set.mtime_now = true;
+    else if (to_set & FUSE_SET_ATTR_MTIME)
+        set.mtime_ns = int64_t(attr->st_mtim.tv_sec) * 1000000000 + attr->st_mtim.tv_nsec;
+    auto a = fs_of(req).client->setattr(cred_of(req), ino, std::move(set));
+    if (!a.ok()) return reply_status(req, "setattr", ino, a.status());
+    struct stat st = to_stat(*a);
+    fuse_reply_attr(req, &st, fs_of(req).attr_timeout);
+}
+
+void jf_readlink(fuse_req_t req, fuse_ino_t ino) {
+    auto t = fs_of(req).client->readlink(ino);
+    if (!t.ok()) return reply_status(req, "readlink", ino, t.status());
+    fuse_reply_readlink(req, t->c_str());
+}
+
+void jf_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+    // Regular files only: jobfs keeps no devices, FIFOs or sockets.
+    if (!S_ISREG(mode)) return (void)fuse_reply_err(req, EPERM);
+    InodeClient& c = *fs_of(req).client;
+    auto r = c.create(cred_of(req), parent, name, mode & 07777, O_CREAT | O_EXCL | O_RDONLY);
+    if (!r.ok()) return reply_status(req, "mknod", parent, r.status());
+    Status s = c.release(std::move(r->second));
+    if (!s.ok()) log_error("mknod", parent, s);
+    reply_entry(req, r->first);
+}
+
+void jf_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+    auto a = fs_of(req).client->mkdir(cred_of(req), parent, name, mode & 07777);
+    if (!a.ok()) return reply_status(req, "mkdir", parent, a.status());
+    reply_entry(req, *a);
+}
+
+void jf_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+    auto a = fs_of(req).client->symlink(cred_of(req), parent, name, target);
+    if (!a.ok()) return reply_status(req, "symlink", parent, a.status());
+    reply_entry(req, *a);
+}
+
+void jf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* name) {
+    auto a = fs_of(req).client->link(cred_of(req), ino, new_parent, name);
+    if (!a.ok()) return reply_status(req, "link", ino, a.status());
+    reply_entry(req, *a);
+}
+
+void jf_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    reply_status(req, "unlink", parent, fs_of(req).client->unlink(cred_of(req), parent, name));
+}
+
+void jf_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    reply_status(req, "rmdir", parent, fs_of(req).client->rmdir(cred_of(req), parent, name));
+}
+
+void jf_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent, const char* new_name,
+               unsigned int flags) {
+    if (flags & ~unsigned(RENAME_NOREPLACE | RENAME_EXCHANGE)) return (void)fuse_reply_err(req, EINVAL);
+    reply_status(req, "rename", parent,
+                 fs_of(req).client->rename(cred_of(req), parent, name, new_parent, new_name, flags));
+}
+
+// Opens for the kernel: the handle, and fresh attributes for close-to-open consistency.
+void finish_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, std::unique_ptr<Handle> h) {
+    Fs& fs = fs_of(req);
+    // The kernel may hold attributes (the size) from before another node's close: drop them,
+    // so that the next stat or read past the cached size asks us. Cached pages go too, as the
+    // reply does not set keep_cache. Only attributes (offset -1): no page lock is taken, so
+    // this is safe from inside the open.
+    fuse_lowlevel_notify_inval_inode(fs.session, ino, -1, 0);
+    fi->keep_cache = 0;
+    fi->direct_io = 0;
+    fi->fh = reinterpret_cast<uint64_t>(h.get());
+    if (fuse_reply_open(req, fi) == 0) {
+        h.release(); // the kernel owns it until release
+    } else {
+        // The opener was interrupted: no release will come for this handle.
+        Status s = fs.client->release(std::move(h));
+        if (!s.ok()) log_error("open (interrupted)", ino, s);
+    }
+}
+
+void jf_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Fs& fs = fs_of(req);
+    proto::Cred cred = cred_of(req);
+    if (!fs.default_permissions) {
+        // Nobody else checks the bits for data access: the kernel leaves it to us.
+        auto a = fs.client->getattr(ino);
+        if (!a.ok()) return reply_status(req, "open", ino, a.status());
+        if (!may_access(*a, cred, access_mask(fi->flags))) return (void)fuse_reply_err(req, EACCES);
+    }
+    auto h = fs.client->open(cred, ino, fi->flags);
+    if (!h.ok()) return reply_status(req, "open", ino, h.status());
+    finish_open(req, ino, fi, std::move(*h));
+}
+
+void jf_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+    Fs& fs = fs_of(req);
+    auto r = fs.client->create(cred_of(req), parent, name, mode & 07777, fi->flags);
+    if (!r.ok()) return reply_status(req, "create", parent, r.status());
+    fuse_entry_param e{};
+    e.ino = r->first.ino;
+    e.generation = r->first.generation;
+    e.attr = to_stat(r->first);
+    e.attr_timeout = fs.attr_timeout;
+    e.entry_timeout = fs.entry_timeout;
+    fi->keep_cache = 0;
+    fi->direct_io = 0;
+    fi->fh = reinterpret_cast<uint64_t>(r->second.get());
+    if (fuse_reply_create(req, &e, fi) == 0) {
+        r->second.release();
+    } else {
+        Status s = fs.client->release(std::move(r->second));
+        if (!s.ok()) log_error("create (interrupted)", parent, s);
+    }
+}
+
+void jf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < size) buf.resize(size);
+    auto n = fs_of(req).client->read(*handle_of(fi), static_cast<uint64_t>(off), {buf.data(), size});
+    if (!n.ok()) return reply_status(req, "read", ino, n.status());
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+}
+
+void jf_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+    Status s = fs_of(req).client->write(*handle_of(fi), static_cast<uint64_t>(off),
+                                        {reinterpret_cast<const uint8_t*>(data), size});
+    if (!s.ok()) return reply_status(req, "write", ino, s);
+    fuse_reply_write(req, size);
+}
+
+void jf_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    reply_status(req, "flush", ino, fs_of(req).client->flush(*handle_of(fi)));
+}
+
+void jf_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    std::unique_ptr<Handle> h(handle_of(fi));
+    Status s = fs_of(req).client->release(std::move(h));
+    if (!s.ok()) log_error("release", ino, s); // nobody waits for this answer
+    fuse_reply_err(req, 0);
+}
+
+void jf_fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
+    reply_status(req, "fsync", ino, fs_of(req).client->fsync(*handle_of(fi)));
+}
+
+void jf_opendir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    fi->fh = reinterpret_cast<uint64_t>(new DirHandle());
+    if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
+}
+
+// Fills buf with the entries from offset off on. Holds d->mu, and returns before the reply
+// is sent: once the kernel has its answer it may release the directory (and free d) at once.
+Status fill_dir(fuse_req_t req, fuse_ino_t ino, DirHandle& d, off_t off, std::vector<char>& buf) {
+    std::lock_guard lock(d.mu);
+    if (off == 0) { // the first read, or rewinddir: from the start, as the directory is now
+        d.entries.clear();
+        d.more = true;
+    }
+    const size_t size = buf.size();
+    size_t used = 0;
+    const proto::Cred cred = cred_of(req);
+    for (size_t k = static_cast<size_t>(off);; ++k) {
+        // Entry k: 0 ".", 1 "..", k >= 2 the daemon's entry k-2, fetched a page at a time.
+        while (k >= 2 && k - 2 >= d.entries.size() && d.more) {
+            auto page = fs_of(req).client->readdir(cred, ino, d.entries.empty() ? "" : d.entries.back().name);
+            if (!page.ok()) {
+                if (used == 0) return page.status();
+                // hand over what we have; the error comes with the next call
+                buf.resize(used);
+                return Status::OK();
+            }
+            d.more = page->more && !page->entries.empty();
+            for (auto& e : page->entries) d.entries.push_back(std::move(e));
+        }
+        struct stat st {};
+        const char* name;
+        if (k == 0) {
+            name = ".";
+            st.st_ino = ino;
+            st.st_mode = S_IFDIR;
+        } else if (k == 1) {
+            name = "..";
+            st.st_ino = 1; // the kernel answers ".." itself; readdir only shows a number
+            st.st_mode = S_IFDIR;
+        } else if (k - 2 < d.entries.size()) {
+            const proto::DirEntry& e = d.entries[k - 2];
+            name = e.name.c_str();
+            st.st_ino = e.ino;
+            st.st_mode = type_bits(e.type);
+        } else {
+            break; // the end
+        }
+        size_t need = fuse_add_direntry(req, buf.data() + used, size - used, name, &st, static_cast<off_t>(k + 1));
+        if (need > size - used) break; // full
+        used += need;
+    }
+    buf.resize(used);
+    return Status::OK();
+}
+
+void jf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+    std::vector<char> buf(size);
+    Status s = fill_dir(req, ino, *reinterpret_cast<DirHandle*>(fi->fh), off, buf);
+    if (!s.ok()) return reply_status(req, "readdir", ino, s);
+    fuse_reply_buf(req, buf.data(), buf.size());
+}
+
+void jf_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    delete reinterpret_cast<DirHandle*>(fi->fh);
+    fuse_reply_err(req, 0);
+}
+
+void jf_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+    fuse_reply_err(req, 0); // every namespace change is committed on its shard before we answer
+}
+
+void jf_statfs(fuse_req_t req, fuse_ino_t ino) {
+    auto sp = fs_of(req).client->statfs();
+    if (!sp.ok()) return reply_status(req, "statfs", ino, sp.status());
+    constexpr uint64_t kFrag = 4096;
+    constexpr uint64_t kFreeInodes = 1ull << 32; // SQLite shards: no fixed inode table
+    struct statvfs s {};
+    s.f_bsize = kMaxIo;
+    s.f_frsize = kFrag;
+    s.f_blocks = sp->total_bytes / kFrag;
+    s.f_bfree = sp->free_bytes / kFrag;
+    s.f_bavail = sp->free_bytes / kFrag;
+    s.f_files = sp->inodes + kFreeInodes;
+    s.f_ffree = kFreeInodes;
+    s.f_favail = kFreeInodes;
+    s.f_namemax = 255;
+    fuse_reply_statfs(req, &s);
+}
+
+void jf_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+    reply_status(req, "setxattr", ino,
+                 fs_of(req).client->setxattr(cred_of(req), ino, name, std::string(value, size), flags));
+}
+
+void jf_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+    auto v = fs_of(req).client->getxattr(cred_of(req), ino, name);
+    if (!v.ok()) return reply_status(req, "getxattr", ino, v.status());
+    if (size == 0) return (void)fuse_reply_xattr(req, v->size());
+    if (v->size() > size) return (void)fuse_reply_err(req, ERANGE);
+    fuse_reply_buf(req, v->data(), v->size());
+}
+
+void jf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    auto names = fs_of(req).client->listxattr(cred_of(req), ino);
+    if (!names.ok()) return reply_status(req, "listxattr", ino, names.status());
+    std::string all;
+    for (const std::string& n : *names) all.append(n).push_back('\0');
+    if (size == 0) return (void)fuse_reply_xattr(req, all.size());
+    if (all.size() > size) return (void)fuse_reply_err(req, ERANGE);
+    fuse_reply_buf(req, all.data(), all.size());
+}
+
+void jf_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+    reply_status(req, "removexattr", ino, fs_of(req).client->removexattr(cred_of(req), ino, name));
+}
+
+// Only called without default_permissions (otherwise the kernel decides access(2) itself).
+void jf_access(fuse_req_t req, fuse_ino_t ino, int mask) {
+    auto a = fs_of(req).client->getattr(ino);
+    if (!a.ok()) return reply_status(req, "access", ino, a.status());
+    fuse_reply_err(req, mask == F_OK || may_access(*a, cred_of(req), mask) ? 0 : EACCES);
+}
+
+fuse_lowlevel_ops make_ops() {
+    fuse_lowlevel_ops ops{};
+    ops.init = jf_init;
+    ops.lookup = jf_lookup;
+    ops.forget = jf_forget;
+    ops.forget_multi = jf_forget_multi;
+    ops.getattr = jf_getattr;
+    ops.setattr = jf_setattr;
+    ops.readlink = jf_readlink;
+    ops.mknod = jf_mknod;
+    ops.mkdir = jf_mkdir;
+    ops.symlink = jf_symlink;
+    ops.link = jf_link;
+    ops.unlink = jf_unlink;
+    ops.rmdir = jf_rmdir;
+    ops.rename = jf_rename;
+    ops.open = jf_open;
+    ops.create = jf_create;
+    ops.read = jf_read;
+    ops.write = jf_write;
+    ops.flush = jf_flush;
+    ops.release = jf_release;
+    ops.fsync = jf_fsync;
+    ops.opendir = jf_opendir;
+    ops.readdir = jf_readdir;
+    ops.releasedir = jf_releasedir;
+    ops.fsyncdir = jf_fsyncdir;
+    ops.statfs = jf_statfs;
+    ops.setxattr = jf_setxattr;
+    ops.getxattr = jf_getxattr;
+    ops.listxattr = jf_listxattr;
+    ops.removexattr = jf_removexattr;
+    ops.access = jf_access;
+    return ops;
+}
+
+// ---- start-up -----------------------------------------------------------------------------
+
+void usage(FILE* out) {
+    std::fprintf(out,
+                 "usage: jobfs-fuse [--cluster FILE] MOUNTPOINT [-o OPTIONS] [-f] [-d] [-s]\n"
+                 "\n"
+                 "Mounts the jobfs file system whose daemons the cluster descriptor names\n"
+                 "(--cluster FILE, -o cluster=FILE, or $JOBFS_CLUSTER). man jobfs-fuse.8\n"
+                 "\n"
+                 "jobfs options (-o):\n"
+                 "    attr_timeout=SECONDS      cache attributes this long (1)\n"
+                 "    entry_timeout=SECONDS     cache names this long (1)\n"
+                 "    negative_timeout=SECONDS  cache missing names this long (0)\n"
+                 "    no_allow_other            only the mounting user may enter (default when not root)\n"
+                 "    no_default_permissions    check access here instead of in the kernel\n"
+                 "\n");
+}
+
+int fail_start(const char* what) {
+    std::fprintf(stderr, "jobfs-fuse: %s\n", what);
+    return 1;
+}
+
+// Sends the parent of a daemonised jobfs-fuse the outcome of the start (0: mounted).
+void tell_parent(int fd, char status) {
+    if (fd < 0) return;
+    ssize_t n = write(fd, &status, 1);
+    (void)n;
+    close(fd);
+}
+
+// Runs the mount; `ready_fd` (or -1) learns when it is up or failed.
+int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
+    // Block the signals that end the mount in every thread this process will start (UCX's,
+    // libfuse's); the main thread takes them again just before it runs the loop.
+    sigset_t stop_signals, old_mask;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+
+    std::string cluster_path = cfg.cluster ? cfg.cluster : (std::getenv("JOBFS_CLUSTER") ? std::getenv("JOBFS_CLUSTER") : "");
+    auto info = jobfs::client::read_cluster(cluster_path);
+    if (!info.ok()) {
+        tell_parent(ready_fd, 1);
+        return fail_start(("cluster descriptor: " + info.status().to_string()).c_str());
+    }
+    Fs fs;
+    fs.attr_timeout = cfg.attr_timeout;
+    fs.entry_timeout = cfg.entry_timeout;
+    fs.negative_timeout = cfg.negative_timeout;
+    fs.default_permissions = !cfg.no_default_permissions;
+    auto client = InodeClient::connect(*info);
+    if (!client.ok()) {
+        tell_parent(ready_fd, 1);
+        return fail_start(("connect to the daemons of " + cluster_path + ": " + client.status().to_string()).c_str());
+    }
+    fs.client = std::move(*client);
+
+    const fuse_lowlevel_ops ops = make_ops();
+    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &fs);
+    if (!se) {
+        tell_parent(ready_fd, 1);
+        return fail_start("bad mount options (see above)");
+    }
+    fs.session = se;
+    int rc = 1;
+    if (fuse_set_signal_handlers(se) != 0) {
+        tell_parent(ready_fd, 1);
+        fail_start("cannot install signal handlers");
+    } else {
+        if (fuse_session_mount(se, opts.mountpoint) != 0) {
+            tell_parent(ready_fd, 1);
+            fail_start((std::string("cannot mount on ") + opts.mountpoint).c_str());
+        } else {
+            if (ready_fd >= 0) {
+                // Daemonised: detach from the terminal now that the mount is up.
+                if (chdir("/") != 0) {
+                }
+                int null = open("/dev/null", O_RDWR);
+                if (null >= 0) {
+                    dup2(null, 0);
+                    dup2(null, 1);
+                    dup2(null, 2);
+                    if (null > 2) close(null);
+                }
+            }
+            tell_parent(ready_fd, 0);
+            fuse_loop_config* lc = fuse_loop_cfg_create();
+            fuse_loop_cfg_set_clone_fd(lc, static_cast<unsigned>(opts.clone_fd));
+            fuse_loop_cfg_set_max_threads(lc, opts.max_threads);
+            if (opts.max_idle_threads != UINT_MAX) fuse_loop_cfg_set_idle_threads(lc, opts.max_idle_threads);
+            pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+            int loop = opts.singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
+            pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+            fuse_loop_cfg_destroy(lc);
+            // A signal (SIGTERM, SIGINT) or an unmount ends the loop: both are a clean exit.
+            rc = loop < 0 && loop != -EINTR ? 1 : 0;
+            if (rc) std::fprintf(stderr, "jobfs-fuse: the session ended with %s\n", std::strerror(-loop));
+            fuse_session_unmount(se);
+        }
+        fuse_remove_signal_handlers(se);
+    }
+    fuse_session_destroy(se);
+    fs.client.reset(); // after the session: no handler runs any more
+    return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    Config cfg;
+    if (fuse_opt_parse(&args, &cfg, kOptions, opt_proc) != 0) return 2;
+    // Our defaults, before libfuse parses: it keeps the first fsname/subtype it sees.
+    fuse_opt_add_arg(&args, "-ofsname=jobfs,subtype=jobfs");
+    fuse_opt_add_arg(&args, ("-omax_read=" + std::to_string(kMaxIo)).c_str());
+    if (geteuid() == 0 && !cfg.no_allow_other && !cfg.allow_other) fuse_opt_add_arg(&args, "-oallow_other");
+    if (!cfg.no_default_permissions && !cfg.default_permissions) fuse_opt_add_arg(&args, "-odefault_permissions");
+
+    fuse_cmdline_opts opts{};
+    if (fuse_parse_cmdline(&args, &opts) != 0) return 2;
+    int rc = 0;
+    if (opts.show_help) {
+        usage(stdout);
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+    } else if (opts.show_version) {
+        std::printf("jobfs-fuse %s\n", PACKAGE_VERSION);
+        fuse_lowlevel_version();
+    } else if (!opts.mountpoint) {
+        usage(stderr);
+        std::fprintf(stderr, "jobfs-fuse: no mount point given\n");
+        rc = 2;
+    } else if (opts.foreground) {
+        rc = serve(cfg, args, opts, -1);
+    } else {
+        // Daemonise before any thread exists (the transport starts one): the child mounts and
+        // serves, the parent waits to hear that the mount is up and exits with that outcome.
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) != 0) return fail_start("pipe failed");
+        pid_t pid = fork();
+        if (pid < 0) return fail_start("fork failed");
+        if (pid == 0) {
+            close(p[0]);
+            setsid();
+            rc = serve(cfg, args, opts, p[1]);
+        } else {
+            close(p[1]);
+            char status = 1;
+            if (read(p[0], &status, 1) != 1) {
+                std::fprintf(stderr, "jobfs-fuse: the mount process ended before the mount was up\n");
+                status = 1;
+            }
+            rc = status;
+        }
+    }
+    free(opts.mountpoint);
+    fuse_opt_free_args(&args);
+    free(cfg.cluster);
+    return rc;
+}
