@@ -65,4 +65,11 @@ sbin_PROGRAMS += client/jobfs-fuse
 client_jobfs_fuse_SOURCES = client/jobfs_fuse.cc
 client_jobfs_fuse_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(FUSE3_CFLAGS)
 client_jobfs_fuse_LDADD = client/libjobfs_client.la $(FUSE3_LIBS)
+# mount(8) helpers: mount -t jobfs / -t fuse.jobfs and fstab lines (man jobfs-fuse.8).
+mounthelperdir = $(MOUNT_HELPER_DIR)
+mounthelper_SCRIPTS = client/mount.jobfs client/mount.fuse.jobfs
+CLEANFILES += client/mount.jobfs client/mount.fuse.jobfs
 endif
+EXTRA_DIST += client/mount.jobfs.in
+client/mount.jobfs client/mount.fuse.jobfs: $(top_srcdir)/client/mount.jobfs.in Makefile
+	$(AM_V_GEN)mkdir -p client && sed -e 's|@sbindir[@]|$(sbindir)|g' $(top_srcdir)/client/mount.jobfs.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@

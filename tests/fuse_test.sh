@@ -12,6 +12,7 @@ abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 JOBFS=$(abs "$JOBFS")
 JOBFS_FUSE=$(abs "$JOBFS_FUSE")
 JOBFSD=$(abs "$JOBFSD")
+MOUNT_HELPER=$(abs "${MOUNT_HELPER:-./client/mount.jobfs}")
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
   echo "ok - # SKIP jobfs-fuse needs root, /dev/fuse and fusermount3"
   exit 0
@@ -46,7 +47,7 @@ pid_of_mount() { # the jobfs-fuse serving mount point $1 (its path is unique to 
 }
 alive() { s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }
 cleanup() {
-  for m in "$mnt2" "$mnt"; do
+  for m in "$tmp/mnt3" "$mnt2" "$mnt"; do
     if mounted "$m"; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; fi
   done
   if [ -n "$pid1" ]; then wait_for 10 sh -c "! kill -0 $pid1 2>/dev/null" || kill -KILL "$pid1" 2>/dev/null; fi
@@ -165,6 +166,54 @@ check "tar re-create from the mount, extracted elsewhere: identical checksums" s
   (cd '$tmp/dst' && find . -type f -print | sort | xargs sha256sum; find . -printf '%p %y %m %l\\n' | sort) > '$tmp/sum.dst' &&
   cmp '$tmp/sum.src' '$tmp/sum.dst'"
 
+# Appends from several processes at once: every record whole, none lost.
+check "O_APPEND from 4 processes: 4 x 200 records, none torn or lost" sh -c "
+  for w in 1 2 3 4; do (i=0; while [ \$i -lt 200 ]; do printf 'writer %s record %03d %s\n' \$w \$i 0123456789abcdefghijklmnopqrstuvwxyz >> appended; i=\$((i + 1)); done) & done; wait
+  [ \$(wc -l < appended) -eq 800 ] && [ \$(grep -c '^writer [1-4] record [0-9][0-9][0-9] 0123456789abcdefghijklmnopqrstuvwxyz\$' appended) -eq 800 ] &&
+  [ \$(sort -u appended | wc -l) -eq 800 ]"
+# A sparse file: the hole reads zeros and takes no space on the daemons' disks.
+check "sparse file: 1 GiB with two written bytes, holes read zeros, no space taken" sh -c "
+  before=\$(du -sk '$dir' | cut -f1) &&
+  printf A | dd of=sparse bs=1 seek=0 conv=notrunc status=none &&
+  printf Z | dd of=sparse bs=1 seek=1073741823 conv=notrunc status=none &&
+  [ \$(stat -c %s sparse) -eq 1073741824 ] &&
+  dd if=sparse bs=1M skip=512 count=1 status=none | cmp -s - /dev/zero -n 1048576 &&
+  [ \"\$(tail -c 1 sparse)\" = Z ] && [ \"\$(head -c 1 sparse)\" = A ] &&
+  after=\$(du -sk '$dir' | cut -f1) && [ \$((after - before)) -lt 16384 ]"
+# Real tools.
+mkdir -p "$tmp/cpa/sub"
+echo one > "$tmp/cpa/f1"; echo two > "$tmp/cpa/sub/f2"
+chmod 751 "$tmp/cpa/sub"; chmod 604 "$tmp/cpa/f1"
+touch -d '2003-04-05 06:07:08 UTC' "$tmp/cpa/f1" "$tmp/cpa/sub/f2" "$tmp/cpa/sub"
+check "cp -a keeps contents, modes and times" sh -c "
+  cp -a '$tmp/cpa' cpa &&
+  (cd '$tmp/cpa' && find . -printf '%p %m %T@\\n' -type f -exec cat {} \\; | sort) > '$tmp/cpa.src' &&
+  (cd cpa && find . -printf '%p %m %T@\\n' -type f -exec cat {} \\; | sort) > '$tmp/cpa.mnt' &&
+  grep -v '^\\. ' '$tmp/cpa.src' > '$tmp/cpa.src2' && grep -v '^\\. ' '$tmp/cpa.mnt' > '$tmp/cpa.mnt2' &&
+  cmp '$tmp/cpa.src2' '$tmp/cpa.mnt2'"
+if command -v git >/dev/null; then
+  check "git init, add, commit, log and fsck on the mount" sh -c "
+    mkdir repo && cd repo && git init -q . && git config user.email t@example.com && git config user.name t &&
+    echo 'first' > README && git add README && git commit -qm first &&
+    echo 'second' >> README && git commit -qam second &&
+    [ \$(git log --oneline | wc -l) -eq 2 ] && git fsck --no-progress 2>&1 | { ! grep -qi error; }"
+else
+  echo "ok - # SKIP git (not installed)"
+fi
+if command -v cc >/dev/null; then
+  check "a C program built on the mount runs" sh -c "
+    mkdir cprog && printf '#include <stdio.h>\nint main(void) { puts(\"built on jobfs\"); return 0; }\n' > cprog/hello.c &&
+    cc -O2 -o cprog/hello cprog/hello.c && [ \"\$(./cprog/hello)\" = 'built on jobfs' ]"
+else
+  echo "ok - # SKIP C compiler (not installed)"
+fi
+if command -v rsync >/dev/null; then
+  check "rsync -a of a tree, and a second rsync finds nothing to copy" sh -c "
+    rsync -a '$tmp/src/' rs/ && rsync -ai '$tmp/src/' rs/ > '$tmp/rs2' && [ ! -s '$tmp/rs2' ]"
+else
+  echo "ok - # SKIP rsync (not installed)"
+fi
+
 # Two mounts of the same daemons, as two nodes have.
 head -c 3000000 /dev/urandom > "$tmp/shared"
 check "written and closed on one mount, the same bytes on the other" sh -c "cp '$tmp/shared' shared && cmp '$tmp/shared' '$mnt2/shared'"
@@ -175,6 +224,20 @@ check "a new name on one mount is found on the other" sh -c "mkdir newdir && ech
 check "an unlink on one mount shows on the other" sh -c "rm shared && ! cat '$mnt2/shared' 2>/dev/null"
 check "rm -r of everything" sh -c "rm -rf -- * && [ -z \"\$(ls -A)\" ] && [ -z \"\$(ls -A '$mnt2')\" ]"
 cd / || exit 1
+
+# The mount(8) helper, called the way mount -t jobfs (or an fstab line) calls it.
+mnt3=$tmp/mnt3
+mkdir "$mnt3"
+check "the mount helper was built" test -x "$MOUNT_HELPER"
+if [ -x "$MOUNT_HELPER" ]; then
+  check "mount.jobfs CLUSTER DIR -o rw,_netdev,attr_timeout=2 mounts, keeping only jobfs's options" sh -c "
+    JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$dir/cluster' '$mnt3' -o rw,_netdev,noauto,attr_timeout=2 &&
+    grep -q ' $mnt3 fuse.jobfs ' /proc/mounts && ls '$mnt3' > /dev/null"
+  check "umount of a helper mount" sh -c "umount '$mnt3' && ! grep -q ' $mnt3 fuse.jobfs ' /proc/mounts"
+  check "mount.jobfs with a missing cluster file: exit 1 and the reason" sh -c "
+    JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$tmp/no-cluster' '$mnt3' 2>&1 | grep -q 'no readable cluster descriptor' &&
+    ! JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$tmp/no-cluster' '$mnt3' 2>/dev/null"
+fi
 
 unmounted() { ! mounted "$1"; }
 gone() { ! alive "$1"; }
