@@ -52,6 +52,10 @@ cleanup() {
   done
   if [ -n "$pid1" ]; then wait_for 10 sh -c "! kill -0 $pid1 2>/dev/null" || kill -KILL "$pid1" 2>/dev/null; fi
   "$JOBFS" local down --dir "$dir" >/dev/null 2>&1
+  if grep -q " $tmp/full tmpfs " /proc/mounts; then
+    "$JOBFS" local down --dir "$tmp/full/c" >/dev/null 2>&1
+    umount -l "$tmp/full"
+  fi
   rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
@@ -237,6 +241,31 @@ if [ -x "$MOUNT_HELPER" ]; then
   check "mount.jobfs with a missing cluster file: exit 1 and the reason" sh -c "
     JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$tmp/no-cluster' '$mnt3' 2>&1 | grep -q 'no readable cluster descriptor' &&
     ! JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$tmp/no-cluster' '$mnt3' 2>/dev/null"
+fi
+
+# A second file system on a 48 MiB disk, mounted through the helper: ENOSPC reaches the
+# writer, what was written before stays; then its daemons are killed: calls fail promptly.
+full=$tmp/full
+mkdir "$full"
+if mount -t tmpfs -o size=48m jobfs-fuse-test "$full"; then
+  check "a small file system: local up" sh -c "'$JOBFS' local up -n 3 --dir '$full/c' > /dev/null"
+  check "... mounted" sh -c "JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$full/c/cluster' '$mnt3'"
+  head -c 4000000 /dev/urandom > "$tmp/keep"
+  check "... a file written before the disk fills" cp "$tmp/keep" "$mnt3/keep"
+  check "dd of 100 MiB fails with 'No space left on device'" sh -c "
+    ! dd if=/dev/zero of='$mnt3/big' bs=1M count=100 conv=fsync 2> '$tmp/dd.err' && grep -q 'No space left on device' '$tmp/dd.err'"
+  check "... the earlier file reads back whole" cmp "$tmp/keep" "$mnt3/keep"
+  check "... and after rm of the big file a new one fits" sh -c "rm -f '$mnt3/big' && head -c 8000000 /dev/zero > '$mnt3/after' && [ \$(stat -c %s '$mnt3/after') -eq 8000000 ]"
+  for p in $(cat "$full/c/pids"); do kill -KILL "$p" 2>/dev/null; done
+  check "daemons killed: a read fails within 40 s, with ENOTCONN or EIO, and does not hang" sh -c "
+    start=\$(date +%s); ! timeout 60 cat '$mnt3/keep' > /dev/null 2> '$tmp/dead.err';
+    end=\$(date +%s); [ \$((end - start)) -lt 40 ] && grep -Eq 'Transport endpoint is not connected|Input/output error|Connection' '$tmp/dead.err'"
+  check "... and the mount still unmounts" sh -c "fusermount3 -u '$mnt3' || umount -l '$mnt3'"
+  "$JOBFS" local down --dir "$full/c" > /dev/null 2>&1
+  umount -l "$full"
+else
+  echo "not ok - a tmpfs for the small file system could not be mounted"
+  fails=$((fails + 1))
 fi
 
 unmounted() { ! mounted "$1"; }
