@@ -7,11 +7,15 @@ SH_LOG_DRIVER = $(LOG_DRIVER)
 # The sanitizer build: leaks inside system libraries we cannot fix are listed in lsan.supp.
 AM_TESTS_ENVIRONMENT = LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:$${LSAN_OPTIONS:-}"; export LSAN_OPTIONS;
 EXTRA_DIST += tests/lsan.supp
-EXTRA_DIST += tests/case-driver tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh
+EXTRA_DIST += tests/case-driver tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh
 TESTS += tests/cli_test.sh tests/pmix_test.sh
 # Real mounts of jobfs-fuse (skips itself when not root or without /dev/fuse).
 if JOBFS_FUSE
-TESTS += tests/fuse_test.sh
+TESTS += tests/fuse_test.sh tests/posix_test.sh
+# The POSIX check: C, run against a mount and against a local directory (tests/posix_test.sh).
+check_PROGRAMS += tests/posix/posix_check
+tests_posix_posix_check_SOURCES = tests/posix/posix_check.c
+tests_posix_posix_check_CFLAGS = $(AM_CFLAGS) -std=gnu11
 endif
 
 UNIT_LIBS = ucx-transport/libjobfs_transport.la $(GTEST_LIBS) $(ISAL_LIBS)
