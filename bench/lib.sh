@@ -3,7 +3,7 @@
 # Finds a jobfs program: $JOBFS_BENCH_BIN, then an installed tree, then a build tree.
 bench_find() {
   name=$1
-  for d in ${JOBFS_BENCH_BIN:-} /usr/local/libexec/jobfs /usr/libexec/jobfs /usr/local/bin \
+  for d in ${JOBFS_BENCH_BIN:-} /usr/local/libexec/jobfs /usr/libexec/jobfs /usr/local/bin /usr/local/sbin \
            "$BENCH_DIR/../build/bench" "$BENCH_DIR/../build/client" "$BENCH_DIR/../bench"; do
     if [ -x "$d/$name" ]; then echo "$d/$name"; return 0; fi
   done
