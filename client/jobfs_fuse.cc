@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdio>
@@ -54,6 +55,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "client/cluster.h"
@@ -165,9 +167,35 @@ void reply_status(fuse_req_t req, const char* op, uint64_t ino, const Status& s)
     fuse_reply_err(req, s.to_errno());
 }
 
+// fuse_req_getgroups reads /proc/PID/status: a process's supplementary groups are kept here
+// for a second (they change only through setgroups, which needs privilege; a changed uid or
+// gid misses the cache). Root needs none: it passes every check on the daemons.
+struct GroupCache {
+    struct Entry {
+        uid_t uid;
+        gid_t gid;
+        std::vector<uint32_t> groups;
+        std::chrono::steady_clock::time_point expires;
+    };
+    std::mutex mu;
+    std::unordered_map<pid_t, Entry> by_pid;
+};
+GroupCache group_cache;
+
 proto::Cred cred_of(fuse_req_t req) {
     const fuse_ctx* ctx = fuse_req_ctx(req);
     proto::Cred c{static_cast<uint32_t>(ctx->uid), static_cast<uint32_t>(ctx->gid), {}};
+    if (ctx->uid == 0) return c;
+    const auto now = std::chrono::steady_clock::now();
+    {
+        std::lock_guard lock(group_cache.mu);
+        auto it = group_cache.by_pid.find(ctx->pid);
+        if (it != group_cache.by_pid.end() && it->second.uid == ctx->uid && it->second.gid == ctx->gid &&
+            now < it->second.expires) {
+            c.groups = it->second.groups;
+            return c;
+        }
+    }
     std::vector<gid_t> groups(32);
     int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
     if (n > static_cast<int>(groups.size())) {
@@ -176,6 +204,9 @@ proto::Cred cred_of(fuse_req_t req) {
     }
     for (int i = 0; i < n && i < static_cast<int>(groups.size()); ++i)
         c.groups.push_back(static_cast<uint32_t>(groups[static_cast<size_t>(i)]));
+    std::lock_guard lock(group_cache.mu);
+    if (group_cache.by_pid.size() >= 4096) group_cache.by_pid.clear();
+    group_cache.by_pid[ctx->pid] = GroupCache::Entry{ctx->uid, ctx->gid, c.groups, now + std::chrono::seconds(1)};
     return c;
 }
 
