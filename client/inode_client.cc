@@ -34,7 +34,6 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     if (cluster.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
     std::unique_ptr<InodeClient> c(new InodeClient());
     c->timeout_ = options.timeout;
-    c->write_behind_bytes_ = options.write_behind_bytes;
     transport::WorkerOptions wo;
     wo.name = options.name + "." + std::to_string(getpid());
     wo.secret = cluster.secret;
@@ -81,7 +80,6 @@ std::unique_ptr<Handle> InodeClient::add_handle(const proto::Attr& a, int flags)
         n = std::make_shared<OpenInode>();
         n->ino = a.ino;
         n->layout = Layout{a.chunk_size ? a.chunk_size : kDefaultChunkSize, a.stripe_count};
-        if (write_behind_bytes_) n->write_behind = std::make_shared<WriteBehind>(*io_, n->ino, n->layout, write_behind_bytes_);
     }
     n->size.store(a.size);
     ++n->open_count;
@@ -134,10 +132,8 @@ Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
 
 Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set) {
     const uint64_t new_size = *set.size;
-    auto n = find_open(ino);
-    // Buffered writes land before the cut, never after it.
-    if (n && n->write_behind) JOBFS_RETURN_IF_ERROR(n->write_behind->flush());
     auto before = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    auto n = find_open(ino);
     if (!before.ok()) {
         // ftruncate of an unlinked open file: only its chunks and this process know it.
         if (before.status().code() != Code::not_found || !n || !n->unlinked) return before.status();
@@ -315,7 +311,6 @@ Result<std::unique_ptr<Handle>> InodeClient::open(const proto::Cred& cred, uint6
 Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
     if ((h.flags & O_ACCMODE) == O_WRONLY) return Status(Code::bad_handle, "file not open for reading");
     OpenInode& n = *h.node;
-    if (n.write_behind) n.write_behind->quiesce(); // this process reads what it wrote
     if (offset + out.size() > n.visible_size() && !n.unlinked) {
         // Past what we know: others may have written and settled more since.
         auto a = rpc::call<proto::Getattr>(at(n.ino), proto::InoRequest{n.ino});
@@ -328,7 +323,7 @@ Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> 
 Status InodeClient::write(Handle& h, uint64_t offset, std::span<const uint8_t> data) {
     if (!writable(h.flags)) return Status(Code::bad_handle, "file not open for writing");
     OpenInode& n = *h.node;
-    JOBFS_RETURN_IF_ERROR(n.write_behind ? n.write_behind->write(offset, data) : io_->pwrite(n.ino, n.layout, offset, data));
+    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, offset, data));
     raise(n.high_water, offset + data.size());
     n.dirty = true;
     return Status::OK();
@@ -346,17 +341,10 @@ Status InodeClient::settle(OpenInode& n) {
     return Status::OK();
 }
 
-Status InodeClient::flush(Handle& h) {
-    OpenInode& n = *h.node;
-    // close(2) reports what failed among this file's buffered writes, after settling the rest.
-    Status landed = n.write_behind ? n.write_behind->flush() : Status::OK();
-    Status settled = settle(n);
-    return landed.ok() ? settled : landed;
-}
+Status InodeClient::flush(Handle& h) { return settle(*h.node); }
 
 Status InodeClient::fsync(Handle& h) {
     OpenInode& n = *h.node;
-    if (n.write_behind) JOBFS_RETURN_IF_ERROR(n.write_behind->flush());
     JOBFS_RETURN_IF_ERROR(io_->sync(n.ino, n.layout, n.visible_size()));
     return settle(n);
 }
@@ -371,7 +359,6 @@ Status InodeClient::release(std::unique_ptr<Handle> h) {
             last = true;
         }
     }
-    if (last && n->write_behind) (void)n->write_behind->flush(); // flush (close) reported failures
     // The data of an unlinked file goes with its last handle; nobody can open it again.
     if (n->unlinked) return last ? io_->remove_file(n->ino) : Status::OK();
     return settle(*n);

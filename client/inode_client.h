@@ -37,7 +37,6 @@
 #include "client/cluster.h"
 #include "client/file_io.h"
 #include "client/layout.h"
-#include "client/write_behind.h"
 #include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
@@ -49,10 +48,6 @@ inline constexpr uint64_t kRootIno = 1; // the root directory, on shard 0 (FUSE_
 struct InodeClientOptions {
     std::chrono::milliseconds timeout{30000}; // deadline of every request
     std::string name = "jobfs-fuse";           // the transport worker's name (daemon logs)
-    // Bytes of writes each open file may have in flight while write(2) returns (write_behind.h;
-    // 0: each write returns once on the daemons). Failures come back from a later write, fsync
-    // or close; flush (every close) waits for them, so close-to-open holds.
-    size_t write_behind_bytes = 0;
 };
 
 // What this process knows of one open regular file (see the top of this file).
@@ -65,7 +60,6 @@ struct OpenInode {
     std::atomic<uint64_t> size{0};       // the settled size as last seen from the daemons
     std::atomic<uint64_t> high_water{0}; // end of the furthest byte written here
     std::atomic<bool> dirty{false};      // written since the size was last settled
-    std::shared_ptr<WriteBehind> write_behind; // set at the first open when writes are buffered
     uint64_t visible_size() const { return std::max(size.load(), high_water.load()); }
 };
 
@@ -156,7 +150,6 @@ private:
     std::vector<transport::Endpoint> eps_;
     std::unique_ptr<FileIO> io_;
     std::chrono::milliseconds timeout_{30000};
-    size_t write_behind_bytes_ = 0;
 };
 
 } // namespace jobfs::client

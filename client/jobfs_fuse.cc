@@ -83,7 +83,6 @@ struct Config {
     int no_default_permissions = 0;
     int allow_other = 0;         // given explicitly
     int default_permissions = 0; // given explicitly
-    unsigned write_behind_mib = 16; // per open file; 0: each write(2) waits for the daemons
     unsigned readahead_kb = 1024;   // the mount's kernel readahead; 0: the kernel's default
 };
 
@@ -97,7 +96,6 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("attr_timeout=%lf", attr_timeout, 0),
     JOBFS_OPT("entry_timeout=%lf", entry_timeout, 0),
     JOBFS_OPT("negative_timeout=%lf", negative_timeout, 0),
-    JOBFS_OPT("write_behind=%u", write_behind_mib, 0),
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
     JOBFS_OPT("no_allow_other", no_allow_other, 1),
     JOBFS_OPT("no_default_permissions", no_default_permissions, 1),
@@ -637,8 +635,6 @@ void usage(FILE* out) {
                  "    attr_timeout=SECONDS      cache attributes this long (1)\n"
                  "    entry_timeout=SECONDS     cache names this long (1)\n"
                  "    negative_timeout=SECONDS  cache missing names this long (0)\n"
-                 "    write_behind=MIB          writes of one open file in flight while write(2) returns (16;\n"
-                 "                              0: none); close and fsync wait for them and report failures\n"
                  "    readahead_kb=KIB          the kernel's readahead on the mount (1024; 0: its default)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
@@ -706,9 +702,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     fs.entry_timeout = cfg.entry_timeout;
     fs.negative_timeout = cfg.negative_timeout;
     fs.default_permissions = !cfg.no_default_permissions;
-    jobfs::client::InodeClientOptions io;
-    io.write_behind_bytes = size_t{cfg.write_behind_mib} << 20;
-    auto client = InodeClient::connect(*info, io);
+    auto client = InodeClient::connect(*info);
     if (!client.ok()) {
         tell_parent(ready_fd, 1);
         return fail_start(("connect to the daemons of " + cluster_path + ": " + client.status().to_string()).c_str());
