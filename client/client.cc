@@ -81,7 +81,12 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
         c->eps_.push_back(*ep);
     }
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
+    if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;
+}
+
+Client::~Client() {
+    if (writers_) writers_->join(); // every queued write runs, while io_ still exists
 }
 
 Result<std::unique_ptr<Client>> Client::connect_env(const ClientOptions& options) {
@@ -448,7 +453,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
         ++open_count_[f->ino];
     }
     if (write_behind_bytes_ && (flags & O_ACCMODE) != O_RDONLY)
-        f->write_behind = std::make_shared<WriteBehind>(*io_, f->ino, f->layout, write_behind_bytes_);
+        f->write_behind = std::make_shared<WriteBehind>(*io_, *writers_, f->ino, f->layout, write_behind_bytes_);
     return f;
 }
 

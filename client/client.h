@@ -67,6 +67,7 @@ struct File {
 class Client {
 public:
     static Result<std::unique_ptr<Client>> connect(const ClusterInfo& cluster, const ClientOptions& options = {});
+    ~Client(); // lets buffered writes (write behind) finish first
     // Connects to the cluster named by $JOBFS_CLUSTER.
     static Result<std::unique_ptr<Client>> connect_env(const ClientOptions& options = {});
 
@@ -164,6 +165,8 @@ private:
     proto::Cred cred_;
     std::chrono::milliseconds timeout_{30000};
     size_t write_behind_bytes_ = 0;
+    // Writer threads of write behind; declared last, so it is joined first (before io_ goes).
+    std::unique_ptr<boost::asio::thread_pool> writers_;
 };
 
 } // namespace jobfs::client

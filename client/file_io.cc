@@ -142,50 +142,6 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
     return fan.wait();
 }
 
-void FileIO::pwrite_async(uint64_t ino, const Layout& layout, uint64_t offset,
-                          std::shared_ptr<const std::vector<uint8_t>> data, std::function<void(Status)> done) const {
-    Status bad = check(layout);
-    if (bad.ok() && data->size() > std::numeric_limits<uint64_t>::max() - offset)
-        bad = Status(Code::too_large, "write past the largest file offset");
-    if (!bad.ok()) return done(bad);
-    const std::vector<ChunkPiece> pieces = split_range(offset, data->size(), layout.chunk_size);
-    // The pieces' common end: the last one to complete reports for all.
-    struct Join {
-        std::mutex mu;
-        size_t left = 0;
-        Status first;
-        std::function<void(Status)> done;
-    };
-    auto join = std::make_shared<Join>();
-    join->left = pieces.size();
-    join->done = std::move(done);
-    if (pieces.empty()) return join->done(Status::OK());
-    for (const ChunkPiece& p : pieces) {
-        const uint32_t rank = chunk_daemon(ino, p.chunk_index, layout, daemon_count());
-        CallOptions o;
-        o.timeout = timeout_;
-        o.bulk_out = std::span<const uint8_t>(data->data() + p.offset_in_buffer, p.length);
-        proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length};
-        const Endpoint& ep = daemons_[rank];
-        PieceRef ref{"chunk write", ino, p.chunk_index, rank};
-        rpc::call_async<proto::ChunkWrite>(
-            ep, req, o, [join, data, ep, ref](Result<proto::Empty> r, size_t) {
-                Status s = r.ok() ? Status::OK() : r.status().with_context(describe(ref, ep));
-                std::function<void(Status)> finish;
-                Status outcome;
-                {
-                    std::lock_guard lock(join->mu);
-                    if (!s.ok() && join->first.ok()) join->first = std::move(s);
-                    if (--join->left == 0) {
-                        finish = std::move(join->done);
-                        outcome = join->first;
-                    }
-                }
-                if (finish) finish(outcome);
-            });
-    }
-}
-
 Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset,
                              std::span<uint8_t> out) const {
     JOBFS_RETURN_IF_ERROR(check(layout));

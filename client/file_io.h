@@ -22,8 +22,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <span>
 #include <vector>
 
@@ -45,12 +43,6 @@ public:
 
     // Writes `data` at `offset` of file `ino`.
     Status pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const;
-
-    // Starts writing *data at offset and returns at once; `done` runs once every piece has
-    // completed (with the first failure, or ok), on the transport's thread: it must be quick
-    // and must not block. *data stays alive until then.
-    void pwrite_async(uint64_t ino, const Layout& layout, uint64_t offset,
-                      std::shared_ptr<const std::vector<uint8_t>> data, std::function<void(Status)> done) const;
 
     // Reads min(out.size(), file_size - offset) bytes at `offset` into `out` (0 at or past EOF).
     // Bytes inside file_size that no chunk holds (holes, absent chunks) read as zeros.

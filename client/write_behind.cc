@@ -1,11 +1,14 @@
 #include "client/write_behind.h"
 
+#include <boost/asio/post.hpp>
+
 #include <vector>
 
 namespace jobfs::client {
 
-WriteBehind::WriteBehind(const FileIO& io, uint64_t ino, const Layout& layout, size_t limit_bytes)
-    : io_(io), ino_(ino), layout_(layout), limit_(limit_bytes ? limit_bytes : 1), state_(std::make_shared<State>()) {}
+WriteBehind::WriteBehind(const FileIO& io, boost::asio::thread_pool& pool, uint64_t ino, const Layout& layout,
+                         size_t limit_bytes)
+    : io_(io), pool_(pool), ino_(ino), layout_(layout), limit_(limit_bytes ? limit_bytes : 1), state_(std::make_shared<State>()) {}
 
 WriteBehind::~WriteBehind() { quiesce(); }
 
@@ -22,11 +25,11 @@ Status WriteBehind::write(uint64_t offset, std::span<const uint8_t> data) {
         state_->bytes_in_flight += data.size();
     }
     auto copy = std::make_shared<std::vector<uint8_t>>(data.begin(), data.end());
-    const size_t n = data.size();
-    io_.pwrite_async(ino_, layout_, offset, copy, [state = state_, n](Status s) {
+    boost::asio::post(pool_, [io = &io_, ino = ino_, layout = layout_, offset, copy, state = state_] {
+        Status s = io->pwrite(ino, layout, offset, *copy);
         std::lock_guard lock(state->mu);
         if (!s.ok() && state->error.ok()) state->error = std::move(s);
-        state->bytes_in_flight -= n;
+        state->bytes_in_flight -= copy->size();
         state->cv.notify_all();
     });
     return Status::OK();

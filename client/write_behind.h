@@ -12,8 +12,17 @@
 // Errors are sticky: after one write failed, every later write, flush and close of this file
 // returns that error.
 //
+// How: each write is copied and handed to a pool of writer threads (shared by the files of a
+// client), which send it with FileIO's blocking pwrite. A thread that waits for its call drives
+// the transport itself (worker.h), the fast path; the earlier version sent with asynchronous
+// calls and left their progress to the transport's own thread, which polls once a millisecond
+// while calls are in flight: slow for bulk data, and under MPI ranks busy-polling two cores a
+// write stalled until its deadline.
+//
 // Thread safety: any thread may call any method; writes from several threads interleave.
 #pragma once
+
+#include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
 #include <memory>
@@ -26,7 +35,12 @@ namespace jobfs::client {
 
 class WriteBehind {
 public:
-    WriteBehind(const FileIO& io, uint64_t ino, const Layout& layout, size_t limit_bytes);
+    // Writer threads per client: enough to keep a few chunk daemons busy from one file.
+    static constexpr int kWriterThreads = 4;
+
+    // pool: the client's writer threads (kWriterThreads), alive as long as this object.
+    WriteBehind(const FileIO& io, boost::asio::thread_pool& pool, uint64_t ino, const Layout& layout,
+                size_t limit_bytes);
     ~WriteBehind(); // waits for what is in flight (the buffers are its own)
     WriteBehind(const WriteBehind&) = delete;
     WriteBehind& operator=(const WriteBehind&) = delete;
@@ -47,6 +61,7 @@ private:
         Status error;
     };
     const FileIO& io_;
+    boost::asio::thread_pool& pool_;
     uint64_t ino_;
     Layout layout_;
     size_t limit_;
