@@ -4,7 +4,7 @@
 # romio-adio/build, and compiles and links the driver and the glue again when they change.
 ROMIO_DRIVER_FILES = romio-adio/ad_jobfs.c romio-adio/ad_jobfs.h romio-adio/build-component.sh \
 	romio-adio/patches/romio-jobfs-core.patch romio-adio/patches/glue-jobfs-priority.patch
-EXTRA_DIST += $(ROMIO_DRIVER_FILES)
+EXTRA_DIST += $(ROMIO_DRIVER_FILES) tests/romio_test.sh tests/helpers/romio_mpi.c
 
 if JOBFS_ROMIO
 dist_man_MANS += man/ad_jobfs.7
@@ -23,8 +23,14 @@ install-exec-local: $(ROMIO_COMPONENT)
 uninstall-local:
 	rm -f "$(DESTDIR)$(ompicomponentdir)/mca_io_romio_jobfs.so"
 
+# The MPI cases of tests/romio_test.sh, built with mpicc.
+check_SCRIPTS = tests/helpers/romio_mpi
+tests/helpers/romio_mpi: $(srcdir)/tests/helpers/romio_mpi.c
+	@$(MKDIR_P) tests/helpers
+	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_mpi.c
+TESTS += tests/romio_test.sh
 endif
-CLEANFILES += romio-adio/mca_io_romio_jobfs.so
+CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi
 distclean-local:
 	rm -rf romio-adio/build
 # make distcheck installs the component under its own prefix, not into Open MPI's directory.
