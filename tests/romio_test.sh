@@ -61,6 +61,13 @@ check "hints: striping_unit 65536 is the chunk size (jobfs layout)" grep -q '^ch
 check "hints: striping_factor 2 is the stripe count (jobfs layout)" grep -q '^stripe count: 2' "$tmp/layout"
 
 mpi atall jobfs:/romio/atall
+# Installed where Open MPI looks by default (here ~/.openmpi/components, as make install puts
+# it in Open MPI's own directory): no component path, no --mca flag.
+mkdir -p "$tmp/home/.openmpi/components"
+cp "$COMPONENT_DIR/mca_io_romio_jobfs.so" "$tmp/home/.openmpi/components/"
+(HOME=$tmp/home; export HOME; unset OMPI_MCA_mca_base_component_path; mpi atall jobfs:/romio/atall-home) > /dev/null
+check "found in a default component directory, selected by the jobfs: prefix alone" grep -q '^ok - atall: read_at_all' "$tmp/atall.out"
+check "... and the file is in jobfs" sh -c "'$JOBFS' stat /romio/atall-home | grep -q 'size: 4000012'"
 check "atall: jobfs stat gives 4 * 1000003 bytes" sh -c "'$JOBFS' stat /romio/atall | grep -q 'size: 4000012'"
 mpi indep jobfs:/romio/indep
 check "indep: jobfs stat gives the exact size" sh -c "'$JOBFS' stat /romio/indep | grep -q 'size: 1600000'"
