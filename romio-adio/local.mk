@@ -35,3 +35,13 @@ distclean-local:
 	rm -rf romio-adio/build
 # make distcheck installs the component under its own prefix, not into Open MPI's directory.
 AM_DISTCHECK_CONFIGURE_FLAGS = --with-ompi-component-dir='$${libdir}/jobfs/ompi-components'
+
+# bench/romio's MPI program (bench/run romio), built with mpicc and installed with the others.
+EXTRA_DIST += bench/romio bench/romio_bench.c
+if JOBFS_ROMIO
+pkglibexec_SCRIPTS = bench/jobfs-bench-romio
+bench/jobfs-bench-romio: $(srcdir)/bench/romio_bench.c
+	@$(MKDIR_P) bench
+	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/bench/romio_bench.c
+endif
+CLEANFILES += bench/jobfs-bench-romio
