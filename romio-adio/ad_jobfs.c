@@ -22,11 +22,13 @@
 #include "mpiu_greq.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jobfs.h>
 
@@ -128,11 +130,25 @@ static void set_error(int *error_code, const char *myname, int line, int rc, con
                                        "**io %s", msg);
 }
 
+/* JOBFS_ROMIO_TRACE: one line per driver call on stderr, written at once (mpirun forwards
+ * the ranks' output; separate writes of one line could interleave). */
 static int trace_on = -1;
+static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace(const char *fmt, ...)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "[ad_jobfs %d] ", (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    va_end(ap);
+    strcat(line, "\n");
+    if (write(2, line, strlen(line)) < 0) { /* nothing to do */ }
+}
 #define TRACE(...)                                                                      \
     do {                                                                                \
         if (trace_on < 0) trace_on = getenv("JOBFS_ROMIO_TRACE") != NULL;               \
-        if (trace_on) { fprintf(stderr, "[ad_jobfs] " __VA_ARGS__); fputc('\n', stderr); } \
+        if (trace_on) trace(__VA_ARGS__);                                               \
     } while (0)
 
 /* jobfs paths are absolute: "jobfs:ckpt/a" means /ckpt/a. Returns malloc'ed memory. */

@@ -51,8 +51,15 @@ check "mkdir /romio" "$JOBFS" mkdir /romio
 
 cd "$tmp" || exit 1   # a relative "jobfs:..." file on the local disk would land here
 JOBFS_ROMIO_TRACE=1 mpi subarray jobfs:/romio/subarray
-check "subarray: the ranks went through ad_jobfs (trace of the open)" grep -q '^\[ad_jobfs\] open /romio/subarray' "$tmp/subarray.err"
-check "subarray: two-phase aligned file domains to the 64K chunks" grep -q 'striping_unit=65536' "$tmp/subarray.err"
+check "subarray: the ranks went through ad_jobfs (trace of the open)" grep -q '^\[ad_jobfs [0-9]*\] open /romio/subarray' "$tmp/subarray.err"
+check "subarray: every rank aligns two-phase file domains to the 64K chunks" \
+  test "$(grep -c 'opencoll /romio/subarray .*striping_unit=65536' "$tmp/subarray.err")" -eq 4
+# Two-phase: only the cb_nodes=2 aggregators write, in whole 64K chunks at chunk boundaries.
+grep '^\[ad_jobfs [0-9]*\] write /romio/subarray ' "$tmp/subarray.err" > "$tmp/writes"
+check "subarray: two-phase: exactly 2 processes (the aggregators) write" \
+  test "$(sed 's/^\[ad_jobfs \([0-9]*\)\].*/\1/' "$tmp/writes" | sort -u | wc -l)" -eq 2
+check "subarray: two-phase: every write is one whole chunk at a chunk boundary" sh -c \
+  "[ -s '$tmp/writes' ] && awk '{ split(\$5, o, \"=\"); split(\$6, l, \"=\"); if (o[2] % 65536 || l[2] != 65536) bad = 1 } END { exit bad }' '$tmp/writes'"
 cd - > /dev/null || exit 1
 check "subarray: the file is in jobfs, 1048576 bytes (jobfs stat)" sh -c "'$JOBFS' stat /romio/subarray | grep -q 'size: 1048576'"
 check "subarray: nothing on the local disk" sh -c "[ ! -e /romio/subarray ] && [ ! -e '$tmp/jobfs:' ] && [ ! -e '$tmp/romio' ]"
