@@ -78,9 +78,10 @@ static int conn_acquire(jobfs_t **out, const char **msg)
                    "daemons (jobfs local up prints it; jobs started with --jobfs have it)";
             return -ENOENT;
         }
-        /* MPI-IO makes writes visible to other processes only after MPI_File_sync or
-         * MPI_File_close, which both settle the data, so write behind is safe here. */
-        setenv("JOBFS_WRITE_BEHIND_MIB", "32", 0);
+        /* JOBFS_WRITE_BEHIND_MIB is left to the user (libjobfs reads it here). It would be
+         * safe for MPI-IO semantics (writes are settled by MPI_File_sync and close), but
+         * with 32 MiB, 4 ranks writing 16 MiB blocks stalled a daemon request for 30 s on
+         * this machine (bench/romio), so it is not turned on by default. */
         int rc = jobfs_connect(NULL, &jobfs_conn);
         if (rc < 0) {
             jobfs_conn = NULL;
