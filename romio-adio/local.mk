@@ -1,0 +1,51 @@
+# romio-adio/: the ROMIO ADIO driver (jobfs: file names) in a renamed Open MPI io component,
+# mca_io_romio_jobfs.so. build-component.sh gets ROMIO's sources (apt-get source of the
+# installed Open MPI's source package, or --with-romio-source), builds ROMIO once under
+# romio-adio/build, and compiles and links the driver and the glue again when they change.
+ROMIO_DRIVER_FILES = romio-adio/ad_jobfs.c romio-adio/ad_jobfs.h romio-adio/build-component.sh \
+	romio-adio/patches/romio-jobfs-core.patch romio-adio/patches/glue-jobfs-priority.patch
+EXTRA_DIST += $(ROMIO_DRIVER_FILES) tests/romio_test.sh tests/helpers/romio_mpi.c
+
+if JOBFS_ROMIO
+dist_man_MANS += man/ad_jobfs.7
+ompicomponentdir = @OMPI_COMPONENT_DIR@
+ROMIO_COMPONENT = romio-adio/mca_io_romio_jobfs.so
+all-local: $(ROMIO_COMPONENT)
+$(ROMIO_COMPONENT): $(ROMIO_DRIVER_FILES:%=$(srcdir)/%) client/libjobfs.la
+	+$(AM_V_GEN)MAKE="$(MAKE)" $(SHELL) $(srcdir)/romio-adio/build-component.sh \
+		--srcdir=$(srcdir)/romio-adio --builddir=$(abs_builddir)/romio-adio/build \
+		--jobfs-include=$(srcdir)/client --jobfs-libdir=$(abs_builddir)/client/.libs \
+		--rpath=$(libdir) $(ROMIO_SOURCE:%=--romio-source=%) \
+	&& cp romio-adio/build/mca_io_romio_jobfs.so $@
+install-exec-local: $(ROMIO_COMPONENT)
+	$(MKDIR_P) "$(DESTDIR)$(ompicomponentdir)"
+	$(INSTALL) -m 755 $(ROMIO_COMPONENT) "$(DESTDIR)$(ompicomponentdir)/mca_io_romio_jobfs.so"
+uninstall-local:
+	rm -f "$(DESTDIR)$(ompicomponentdir)/mca_io_romio_jobfs.so"
+
+# The MPI cases of tests/romio_test.sh, built with mpicc.
+check_SCRIPTS = tests/helpers/romio_mpi
+tests/helpers/romio_mpi: $(srcdir)/tests/helpers/romio_mpi.c
+	@$(MKDIR_P) tests/helpers
+	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_mpi.c
+# Not in the ASan+UBSan tree: an instrumented libjobfs cannot be loaded into mpirun's
+# uninstrumented processes (the sanitizer runtime must come first).
+if !JOBFS_SANITIZE
+TESTS += tests/romio_test.sh
+endif
+endif
+CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi
+distclean-local:
+	rm -rf romio-adio/build
+# make distcheck installs the component under its own prefix, not into Open MPI's directory.
+AM_DISTCHECK_CONFIGURE_FLAGS = --with-ompi-component-dir='$${libdir}/jobfs/ompi-components'
+
+# bench/romio's MPI program (bench/run romio), built with mpicc and installed with the others.
+EXTRA_DIST += bench/romio bench/romio_bench.c
+if JOBFS_ROMIO
+pkglibexec_SCRIPTS = bench/jobfs-bench-romio
+bench/jobfs-bench-romio: $(srcdir)/bench/romio_bench.c
+	@$(MKDIR_P) bench
+	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/bench/romio_bench.c
+endif
+CLEANFILES += bench/jobfs-bench-romio

@@ -1,0 +1,106 @@
+#!/bin/sh
+# romio_test.sh: MPI-IO through the ROMIO jobfs driver (mca_io_romio_jobfs.so of this tree)
+# against `jobfs local up -n 3` daemons, 4 ranks under mpirun (tests/helpers/romio_mpi.c):
+# a 2-D subarray checkpoint (write_all, read_all, byte-exact), write_at_all / read_at_all,
+# independent contiguous and strided I/O made visible by MPI_File_sync, iwrite_at_all, exact
+# sizes (also as `jobfs stat` sees them), set_size, MPI_MODE_EXCL, no atomic mode,
+# MPI_File_delete; the striping hints become the file's layout (`jobfs layout`); the file is in
+# jobfs and not on the local disk; a jobfs: name without $JOBFS_CLUSTER, or with its daemons
+# gone, fails MPI_File_open with a message and does not hang. Every mpirun is bounded.
+set -u
+JOBFS=${JOBFS:-./client/jobfs}
+export JOBFSD=${JOBFSD:-./server/jobfsd}
+MPIPROG=$(cd "$(dirname "${ROMIO_MPI:-./tests/helpers/romio_mpi}")" && pwd)/$(basename "${ROMIO_MPI:-romio_mpi}")
+COMPONENT_DIR=${ROMIO_COMPONENT_DIR:-$(pwd)/romio-adio}
+dir=$(mktemp -d /tmp/jobfs-romio-XXXXXX)
+rm -rf "$dir"
+tmp=$(mktemp -d /tmp/jobfs-romio-files-XXXXXX)
+fails=0
+check() { # NAME CMD...: runs CMD, counts a failure if it fails
+  name=$1; shift
+  if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
+}
+cleanup() { "$JOBFS" local down --dir "$dir" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# The system's components first, then this tree's; no --mca io: the jobfs: prefix selects it.
+sysdir=$(ompi_info --path pkglibdir | sed 's/^.*: *//')
+export OMPI_MCA_mca_base_component_path="$sysdir:$COMPONENT_DIR"
+export LD_LIBRARY_PATH="$(pwd)/client/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+
+# mpi CASE FILE [NP]: runs the case under mpirun (at most 120 s), its output in $tmp/CASE.out
+# and .err; the case's own "ok -" lines are passed on.
+mpi() {
+  timeout -k 10 120 mpirun --allow-run-as-root --oversubscribe -np "${3:-4}" "$MPIPROG" "$1" "$2" \
+    > "$tmp/$1.out" 2> "$tmp/$1.err"
+  rc=$?
+  cat "$tmp/$1.out"
+  [ "$rc" -eq 0 ] || { echo "# mpirun $1 exited $rc; stderr follows"; sed 's/^/# /' "$tmp/$1.err"; }
+  return "$rc"
+}
+
+check "the component exports only its component symbol" sh -c \
+  "[ \"\$(nm -D --defined-only '$COMPONENT_DIR/mca_io_romio_jobfs.so' | awk '{print \$NF}')\" = mca_io_romio_jobfs_component ]"
+check "local up" sh -c "'$JOBFS' local up -n 3 --dir '$dir' > '$tmp/up.out'"
+export JOBFS_CLUSTER=$dir/cluster
+check "mkdir /romio" "$JOBFS" mkdir /romio
+
+cd "$tmp" || exit 1   # a relative "jobfs:..." file on the local disk would land here
+JOBFS_ROMIO_TRACE=1 mpi subarray jobfs:/romio/subarray
+check "subarray: the ranks went through ad_jobfs (trace of the open)" grep -q '^\[ad_jobfs [0-9]*\] open /romio/subarray' "$tmp/subarray.err"
+check "subarray: every rank aligns two-phase file domains to the 64K chunks" \
+  test "$(grep -c 'opencoll /romio/subarray .*striping_unit=65536' "$tmp/subarray.err")" -eq 4
+# Two-phase: only the cb_nodes=2 aggregators write, in whole 64K chunks at chunk boundaries.
+grep '^\[ad_jobfs [0-9]*\] write /romio/subarray ' "$tmp/subarray.err" > "$tmp/writes"
+check "subarray: two-phase: exactly 2 processes (the aggregators) write" \
+  test "$(sed 's/^\[ad_jobfs \([0-9]*\)\].*/\1/' "$tmp/writes" | sort -u | wc -l)" -eq 2
+check "subarray: two-phase: every write is one whole chunk at a chunk boundary" sh -c \
+  "[ -s '$tmp/writes' ] && awk '{ split(\$5, o, \"=\"); split(\$6, l, \"=\"); if (o[2] % 65536 || l[2] != 65536) bad = 1 } END { exit bad }' '$tmp/writes'"
+cd - > /dev/null || exit 1
+check "subarray: the file is in jobfs, 1048576 bytes (jobfs stat)" sh -c "'$JOBFS' stat /romio/subarray | grep -q 'size: 1048576'"
+check "subarray: nothing on the local disk" sh -c "[ ! -e /romio/subarray ] && [ ! -e '$tmp/jobfs:' ] && [ ! -e '$tmp/romio' ]"
+"$JOBFS" layout /romio/subarray > "$tmp/layout" 2>&1
+check "hints: striping_unit 65536 is the chunk size (jobfs layout)" grep -q '^chunk size: 64K' "$tmp/layout"
+check "hints: striping_factor 2 is the stripe count (jobfs layout)" grep -q '^stripe count: 2' "$tmp/layout"
+
+mpi atall jobfs:/romio/atall
+# Installed where Open MPI looks by default (here ~/.openmpi/components, as make install puts
+# it in Open MPI's own directory): no component path, no --mca flag.
+mkdir -p "$tmp/home/.openmpi/components"
+cp "$COMPONENT_DIR/mca_io_romio_jobfs.so" "$tmp/home/.openmpi/components/"
+(HOME=$tmp/home; export HOME; unset OMPI_MCA_mca_base_component_path; mpi atall jobfs:/romio/atall-home) > /dev/null
+check "found in a default component directory, selected by the jobfs: prefix alone" grep -q '^ok - atall: read_at_all' "$tmp/atall.out"
+check "... and the file is in jobfs" sh -c "'$JOBFS' stat /romio/atall-home | grep -q 'size: 4000012'"
+check "atall: jobfs stat gives 4 * 1000003 bytes" sh -c "'$JOBFS' stat /romio/atall | grep -q 'size: 4000012'"
+mpi indep jobfs:/romio/indep
+check "indep: jobfs stat gives the exact size" sh -c "'$JOBFS' stat /romio/indep | grep -q 'size: 1600000'"
+mpi iwrite jobfs:/romio/iwrite
+check "iwrite: jobfs stat gives 4 * 300000 bytes" sh -c "'$JOBFS' stat /romio/iwrite | grep -q 'size: 1200000'"
+mpi size jobfs:/romio/size
+check "size: jobfs stat gives 100 bytes" sh -c "'$JOBFS' stat /romio/size | grep -q 'size: 100\$'"
+mpi excl jobfs:/romio/atall
+mpi atomic jobfs:/romio/atall
+mpi delete jobfs:/romio/indep
+check "delete: jobfs stat no longer finds it" sh -c "! '$JOBFS' stat /romio/indep > /dev/null 2>&1"
+mpi delete jobfs:/romio/nope 1 > /dev/null 2>&1
+check "delete of a missing file fails with MPI_ERR_NO_SUCH_FILE (no crash)" grep -q 'not ok - delete: MPI_File_delete' "$tmp/delete.out"
+
+# Errors: no $JOBFS_CLUSTER; then daemons gone (their cluster file kept).
+(unset JOBFS_CLUSTER; mpi openfail jobfs:/romio/x 2) > /dev/null
+check "without JOBFS_CLUSTER: MPI_File_open fails (MPI_ERR_IO)" grep -q '^open failed: class [0-9]* (MPI_ERR_IO' "$tmp/openfail.out"
+check "without JOBFS_CLUSTER: the message names JOBFS_CLUSTER" grep -q 'ad_jobfs: cannot reach the file system for jobfs:/romio/x: JOBFS_CLUSTER is not set' "$tmp/openfail.err"
+cp "$dir/cluster" "$tmp/cluster.old"
+pids=$(tr "\n" " " < "$dir/pids")
+check "local down" "$JOBFS" local down --dir "$dir"
+check "no daemon left" sh -c "for p in $pids; do s=\$(awk '{print \$3}' /proc/\$p/stat 2>/dev/null); [ -z \"\$s\" ] || [ \"\$s\" = Z ] || exit 1; done"
+(JOBFS_CLUSTER=$tmp/cluster.old; export JOBFS_CLUSTER; mpi openfail jobfs:/romio/x 2) > /dev/null
+check "daemons gone: MPI_File_open fails within the time limit" grep -q '^ok - openfail' "$tmp/openfail.out"
+check "daemons gone: the message says why" grep -q '^ad_jobfs: ' "$tmp/openfail.err"
+sed 's/^/# /' "$tmp/openfail.err" | head -n 4
+check "no rank left" sh -c "! pgrep -x romio_mpi > /dev/null"
+echo "$fails failed"
+[ "$fails" -eq 0 ]
