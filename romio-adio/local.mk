@@ -37,8 +37,8 @@ endif
 CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi
 distclean-local:
 	rm -rf romio-adio/build
-# make distcheck installs the component under its own prefix, not into Open MPI's directory.
-AM_DISTCHECK_CONFIGURE_FLAGS = --with-ompi-component-dir='$${libdir}/jobfs/ompi-components'
+# make distcheck installs the component under its own prefix, not into Open MPI's directory
+# (AM_DISTCHECK_CONFIGURE_FLAGS in Makefile.am).
 
 # bench/romio's MPI program (bench/run romio), built with mpicc and installed with the others.
 EXTRA_DIST += bench/romio bench/romio_bench.c
