@@ -13,11 +13,12 @@
 // returns that error.
 //
 // How: each write is copied and handed to a pool of writer threads (shared by the files of a
-// client), which send it with FileIO's blocking pwrite. A thread that waits for its call drives
-// the transport itself (worker.h), the fast path; the earlier version sent with asynchronous
-// calls and left their progress to the transport's own thread, which polls once a millisecond
-// while calls are in flight: slow for bulk data, and under MPI ranks busy-polling two cores a
-// write stalled until its deadline.
+// client), which send it with FileIO's pwrite, so several pieces are on their way at once.
+// Known problem: inside MPI ranks (the ROMIO driver with JOBFS_WRITE_BEHIND_MIB=32, four ranks
+// busy-polling two cores) a chunk write has gone unanswered until its 30 s deadline, with this
+// pool as with the asynchronous calls of the first version; outside MPI it has not been seen.
+// FileIO waits for its calls on a condition variable and leaves their progress to the
+// transport's own thread, which is where to look next.
 //
 // Thread safety: any thread may call any method; writes from several threads interleave.
 #pragma once
