@@ -74,12 +74,9 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     auto w = transport::Worker::create(wo);
     if (!w.ok()) return w.status();
     c->worker_ = std::move(*w);
-    for (const std::string& d : cluster.daemons) {
-        size_t colon = d.rfind(':');
-        auto ep = c->worker_->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
-        if (!ep.ok()) return ep.status().with_context("jobfs daemon " + std::to_string(c->eps_.size()));
-        c->eps_.push_back(*ep);
-    }
+    auto eps = connect_daemons(*c->worker_, cluster);
+    if (!eps.ok()) return eps.status();
+    c->eps_ = std::move(*eps);
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;

@@ -63,4 +63,17 @@ Status write_cluster(const std::string& path, const ClusterInfo& info) {
     return transport::write_cluster_descriptor(path, info.daemons, info.secret);
 }
 
+Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info) {
+    if (info.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
+    std::vector<transport::Endpoint> eps;
+    for (const std::string& d : info.daemons) {
+        const size_t colon = d.rfind(':');
+        if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
+        auto ep = worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+        if (!ep.ok()) return ep.status().with_context("jobfs daemon " + std::to_string(eps.size()) + " (" + d + ")");
+        eps.push_back(*ep);
+    }
+    return eps;
+}
+
 } // namespace jobfs::client

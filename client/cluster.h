@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "result.h"
+#include "worker.h"
 
 namespace jobfs::client {
 
@@ -28,5 +29,8 @@ Result<ClusterInfo> read_cluster_from_env();
 // Writes a descriptor atomically (temporary file, then rename) with mode 0600 (the writer
 // lives in ucx-transport/cluster_descriptor.h, which jobfsd shares).
 Status write_cluster(const std::string& path, const ClusterInfo& info);
+
+// Connects `worker` to every daemon of the descriptor, in rank order (endpoint r is daemon r).
+Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info);
 
 } // namespace jobfs::client

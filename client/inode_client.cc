@@ -31,7 +31,6 @@ std::string ino_str(uint64_t ino) { return "inode " + std::to_string(ino); }
 
 Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& cluster,
                                                           const InodeClientOptions& options) {
-    if (cluster.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
     std::unique_ptr<InodeClient> c(new InodeClient());
     c->timeout_ = options.timeout;
     transport::WorkerOptions wo;
@@ -41,13 +40,9 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     auto w = transport::Worker::create(wo);
     if (!w.ok()) return w.status();
     c->worker_ = std::move(*w);
-    for (const std::string& d : cluster.daemons) {
-        size_t colon = d.rfind(':');
-        if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
-        auto ep = c->worker_->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
-        if (!ep.ok()) return ep.status().with_context("jobfs daemon " + std::to_string(c->eps_.size()) + " (" + d + ")");
-        c->eps_.push_back(*ep);
-    }
+    auto eps = connect_daemons(*c->worker_, cluster);
+    if (!eps.ok()) return eps.status();
+    c->eps_ = std::move(*eps);
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
     return c;
 }
