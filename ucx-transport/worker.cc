@@ -40,6 +40,11 @@ namespace {
 // Payloads from this size on are forced onto the rendezvous protocol: the receiver pulls them
 // straight into the destination buffer instead of UCX copying them through bounce buffers.
 constexpr size_t kRndvThreshold = 64 * 1024;
+// Longest sleep of a worker that has connections (see next_timeout_ms).
+constexpr int kIdleTickMs = 100;
+// A call or an answer that takes longer than this is logged (once, where it ends), with how
+// far it got: the first thing to look at when a job stalls.
+constexpr milliseconds kSlowCall{5000};
 // How long shutdown waits for connections to flush before destroying the UCP worker.
 constexpr milliseconds kCloseGrace{1000};
 
@@ -180,6 +185,11 @@ struct PendingCall {
     ucp_rkey_h rkey = nullptr;
     std::thread::id waiter;          // thread driving progress for this call (sync calls)
     int waiter_fd = -1;              // that thread's wake-up eventfd
+    // How far the call got, for the message of a call that times out: a stall is diagnosed
+    // by where it stopped (request still in UCX's send queue, sent but never answered, reply
+    // arriving but its rendezvous data not).
+    bool request_sent = false;
+    bool reply_started = false;
 };
 
 struct Incoming {
@@ -193,6 +203,7 @@ struct Incoming {
     void* msg_desc = nullptr;  // rendezvous descriptor of an out-of-line message
     Bytes eager_bulk;          // small bulk that arrived with the message
     std::atomic<bool> replied{false};
+    Clock::time_point received = Clock::now(); // for the warning about slow answers
     ~Incoming();
 };
 
@@ -386,6 +397,7 @@ void on_call_send_done(void* request, ucs_status_t status, void* user_data) {
     if (it == impl->calls.end()) return;
     PendingCall& c = *it->second;
     --c.ucx_ops;
+    c.request_sent = true;
     if (status != UCS_OK)
         impl->finish(id, connection_error(*c.ep, ucs_to_status(status, "send to " + c.ep->peer)));
     else if (c.complete_when_ops_done && c.ucx_ops == 0)
@@ -620,6 +632,12 @@ int Worker::Impl::next_timeout_ms() {
         auto wait = duration_cast<milliseconds>(deadlines.begin()->first - Clock::now()).count() + 1;
         return wait < 0 ? 0 : static_cast<int>(std::min<long long>(wait, 1));
     }
+    // With connections open, look again every kIdleTickMs even when no event came: UCX 1.13
+    // does not always signal its event fd for connection set-up (wire-up) traffic either. A
+    // daemon that slept through it left a client's first request unsent until its deadline
+    // ("no reply within 10000 ms (request not sent yet)", MPI ranks connecting under load).
+    // Ten wake-ups a second cost nothing measurable; a worker without connections sleeps.
+    if (!eps.empty()) return kIdleTickMs;
     return -1;
 }
 
@@ -941,7 +959,10 @@ void Worker::Impl::start_call(std::unique_ptr<PendingCall> c) {
                                          data_len, &p);
     if (UCS_PTR_IS_ERR(r))
         return finish(id, connection_error(*call.ep, ucs_to_status(UCS_PTR_STATUS(r), "send to " + call.ep->peer)));
-    if (r != nullptr) ++call.ucx_ops;
+    if (r != nullptr)
+        ++call.ucx_ops;
+    else
+        call.request_sent = true;
 }
 
 void Worker::Impl::start_rma(std::unique_ptr<PendingCall> c, bool is_put, const void* local, size_t length,
@@ -993,6 +1014,12 @@ void Worker::Impl::maybe_complete(uint64_t id) {
     if (!c.outcome || c.ucx_ops > 0) return;
     std::unique_ptr<PendingCall> own = std::move(it->second);
     calls.erase(it);
+    if (own->outcome->ok()) {
+        auto took = duration_cast<milliseconds>(Clock::now() - (own->deadline - own->timeout));
+        if (took >= kSlowCall)
+            JOBFS_WARN("request %u to %s took %lld ms", own->opcode, own->ep->peer.c_str(),
+                       static_cast<long long>(took.count()));
+    }
     deadlines.erase({own->deadline, id});
     own->ep->calls.erase(id);
     if (own->rkey) ucp_rkey_destroy(own->rkey);
@@ -1021,7 +1048,11 @@ void Worker::Impl::expire_deadlines() {
         deadlines.erase({c.deadline, id});
         if (!c.outcome)
             c.outcome = Status(Code::timeout, "request " + std::to_string(c.opcode) + " to " + c.ep->peer +
-                                                  ": no reply within " + std::to_string(c.timeout.count()) + " ms");
+                                                  ": no reply within " + std::to_string(c.timeout.count()) + " ms (" +
+                                                  (c.reply_started  ? "reply data incomplete"
+                                                   : c.request_sent ? "request sent, no reply"
+                                                                    : "request not sent yet") +
+                                                  ")");
         if (c.ucx_ops > 0) {
             // UCX still moves this call's buffers: break the connection so that it lets go of them.
             auto ep = c.ep;
@@ -1065,6 +1096,8 @@ ucs_status_t Worker::Impl::on_reply(const void* header, size_t hlen, void* data,
     if (it == calls.end()) return UCS_OK; // late reply to a call that already timed out
     PendingCall& c = *it->second;
     const uint64_t id = c.id;
+    c.request_sent = true; // UCX may report the send's completion after the reply
+    c.reply_started = true;
     const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
     const auto* inline_bytes = static_cast<const uint8_t*>(header) + kFrameHeaderSize;
 
@@ -1614,10 +1647,20 @@ void ServerCall::receive_bulk(std::span<uint8_t> dst, std::function<void(Status)
     if (!posted) done(Status(Code::cancelled, "transport worker is shut down"));
 }
 
+namespace {
+void warn_if_slow(const Incoming& in) {
+    auto took = duration_cast<milliseconds>(Clock::now() - in.received);
+    if (took >= kSlowCall)
+        JOBFS_WARN("request %u from %s answered after %lld ms (its handler was slow or waited)", in.opcode,
+                   in.conn->peer.c_str(), static_cast<long long>(took.count()));
+}
+} // namespace
+
 void ServerCall::reply(const Status& error) const {
     if (in_->replied.exchange(true)) return;
     auto im = in_->impl.lock();
     if (!im) return;
+    warn_if_slow(*in_);
     im->run_and_nudge([im, in = in_, error] {
         if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
         im->send_reply(in->conn, in->id, in->opcode, error, {}, {});
@@ -1628,6 +1671,7 @@ void ServerCall::reply(Bytes message, OutBulk bulk) const {
     if (in_->replied.exchange(true)) return;
     auto im = in_->impl.lock();
     if (!im) return;
+    warn_if_slow(*in_);
     im->run_and_nudge([im, in = in_, message = std::move(message), bulk = std::move(bulk)]() mutable {
         if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
         im->send_reply(in->conn, in->id, in->opcode, Status::OK(), std::move(message), std::move(bulk));
