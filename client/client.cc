@@ -466,21 +466,36 @@ Status Client::pwrite(File& f, uint64_t offset, std::span<const uint8_t> data) {
 Result<size_t> Client::pread(File& f, uint64_t offset, std::span<uint8_t> out) {
     if ((f.flags & O_ACCMODE) == O_WRONLY) return Status(Code::bad_handle, "file not open for reading");
     if (f.write_behind) f.write_behind->quiesce(); // this handle reads what it wrote
+    if (offset + out.size() > f.size()) {
+        // Past what this handle knows: others may have settled more (their close or fsync)
+        // or less (a truncate) since.
+        auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
+        if (a.ok()) f.size_at_open.store(a->size);
+        else if (a.status().code() != Code::not_found) return a.status().with_context("pread");
+    }
     return io_->pread(f.ino, f.layout, f.size(), offset, out);
 }
 
 Status Client::settle_size(File& f) {
     if (!f.dirty.exchange(false)) return Status::OK();
-    auto r = rpc::call<proto::ExtendSize>(at(f.ino), proto::ExtendSizeRequest{f.ino, f.high_water.load()});
+    // Visible through size() until the daemon's answer is: reads of this handle never miss
+    // its own bytes meanwhile.
+    raise(f.settling, f.high_water.load());
+    const uint64_t end = f.high_water.exchange(0);
+    raise(f.settling, end);
+    auto r = rpc::call<proto::ExtendSize>(at(f.ino), proto::ExtendSizeRequest{f.ino, end});
     if (!r.ok()) {
         if (r.status().code() == Code::not_found) {
             std::lock_guard lock(open_mu_);
             if (unlinked_open_.count(f.ino)) return Status::OK(); // open but unlinked: no size to keep
         }
+        raise(f.high_water, end);
+        f.settling = 0;
         f.dirty = true;
         return r.status().with_context("settle file size");
     }
-    raise(f.size_at_open, r->size);
+    f.size_at_open.store(r->size); // the settled size: our writes, others', a truncate since
+    f.settling = 0;
     return Status::OK();
 }
 

@@ -57,11 +57,15 @@ struct File {
     // The settled size this handle last saw (at open, settle, fstat, ftruncate): reads stop
     // at size(). Atomic, as every thread of a File may raise it.
     std::atomic<uint64_t> size_at_open{0};
-    std::atomic<uint64_t> high_water{0};  // end of the furthest byte this handle wrote
+    // End of the furthest byte this handle wrote since its size was last settled; a settle
+    // hands it over (`settling` while the request runs), after which the settled size stands:
+    // a truncate made elsewhere since is not undone by this handle's older writes.
+    std::atomic<uint64_t> high_water{0};
+    std::atomic<uint64_t> settling{0};
     std::atomic<bool> dirty{false};       // written since the size was last settled
     bool closed = false;                  // Client::close ran (a second close is a no-op)
     std::shared_ptr<WriteBehind> write_behind;  // set when writes are buffered (write_behind_bytes)
-    uint64_t size() const { return std::max(size_at_open.load(), high_water.load()); }
+    uint64_t size() const { return std::max({size_at_open.load(), high_water.load(), settling.load()}); }
 };
 
 class Client {

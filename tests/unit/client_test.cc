@@ -147,6 +147,42 @@ TEST_F(ClientTest, LengthIsSettledAtCloseAndFsync) {
     EXPECT_EQ(client->stat("/lazy")->size, (5u << 20) + 100);
 }
 
+// Two handles, as two MPI ranks have (ROMIO's misc test): what one settled and another cut
+// must not come back from the first handle's older writes, and a reader sees what another
+// handle settled after it opened.
+TEST_F(ClientTest, OtherHandlesTruncateAndSettledWritesAreSeen) {
+    auto c2 = Client::connect(cluster->info());
+    ASSERT_TRUE(c2.ok());
+    auto a = client->open("/two", O_RDWR | O_CREAT, 0644, Layout{1 << 20, 0});
+    ASSERT_TRUE(a.ok());
+    auto b = (*c2)->open("/two", O_RDWR);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(client->pwrite(**a, 0, pattern(4096, 1)).ok());
+    ASSERT_TRUE(client->fsync(**a).ok());
+    ASSERT_TRUE((*c2)->ftruncate(**b, 1060).ok());
+    auto st = client->fstat(**a);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->size, 1060u) << "a settled write must not outlive a later truncate";
+    ASSERT_TRUE(client->fsync(**a).ok());
+    EXPECT_EQ(client->stat("/two")->size, 1060u) << "a second sync must not re-extend";
+    // b writes past the end and settles; a, which knew 1060, reads it all.
+    ASSERT_TRUE((*c2)->pwrite(**b, 8192, pattern(100, 2)).ok());
+    ASSERT_TRUE((*c2)->fsync(**b).ok());
+    std::vector<uint8_t> in(200);
+    auto n = client->pread(**a, 8192, in);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    ASSERT_EQ(*n, 100u) << "a read past the known length asks for the settled one";
+    EXPECT_TRUE(std::equal(in.begin(), in.begin() + 100, pattern(100, 2).begin()));
+    // a's own write is seen by a at once, settled or not
+    ASSERT_TRUE(client->pwrite(**a, 9000, pattern(10, 3)).ok());
+    n = client->pread(**a, 9000, in);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, 10u);
+    ASSERT_TRUE(client->close(**a).ok());
+    ASSERT_TRUE((*c2)->close(**b).ok());
+    EXPECT_EQ(client->stat("/two")->size, 9010u);
+}
+
 TEST_F(ClientTest, SparseFilesReadZerosInHoles) {
     auto f = client->open("/sparse", O_RDWR | O_CREAT, 0644, Layout{1 << 20, 0});
     ASSERT_TRUE(f.ok());
