@@ -42,8 +42,8 @@ struct ADIOI_Fns_struct ADIO_JOBFS_operations = {
     ADIOI_GEN_SeekIndividual,      /* SeekIndividual */
     ADIOI_JOBFS_Fcntl,             /* Fcntl */
     ADIOI_JOBFS_SetInfo,           /* SetInfo */
-    ADIOI_GEN_ReadStrided,         /* ReadStrided: sieving through ReadContig, no locks */
-    ADIOI_GEN_WriteStrided_naive,  /* WriteStrided: one WriteContig per piece */
+    ADIOI_JOBFS_ReadStrided,       /* ReadStrided: generic sieving through ReadContig */
+    ADIOI_JOBFS_WriteStrided,      /* WriteStrided: generic naive, one WriteContig per piece */
     ADIOI_JOBFS_Close,             /* Close */
     ADIOI_FAKE_IreadContig,        /* IreadContig */
     ADIOI_FAKE_IwriteContig,       /* IwriteContig */
@@ -197,7 +197,16 @@ void ADIOI_JOBFS_Open(ADIO_File fd, int *error_code)
     hint.stripe_count = fd->hints->striping_factor > 0 ? (uint32_t)fd->hints->striping_factor : 0;
 
     char *path = jobfs_path(fd->filename);
-    rc = jobfs_open(fs, path, flags, perm, &hint, &f);
+    /* Two-phase collective writes read the gaps of a collective buffer before writing it back
+     * (read-modify-write), also on a file the user opened MPI_MODE_WRONLY: open it for reading
+     * too where the permissions allow (ROMIO's ufs gets the same from ADIO_Feature's data
+     * sieving answer, which jobfs cannot give: it has no byte-range locks to offer). */
+    if ((flags & O_ACCMODE) == O_WRONLY) {
+        rc = jobfs_open(fs, path, (flags & ~O_ACCMODE) | O_RDWR, perm, &hint, &f);
+        if (rc == -EACCES) rc = jobfs_open(fs, path, flags, perm, &hint, &f);
+    } else {
+        rc = jobfs_open(fs, path, flags, perm, &hint, &f);
+    }
     TRACE("open %s flags=0x%x chunk=%u stripes=%u -> %d", path, flags, hint.chunk_size,
           hint.stripe_count, rc);
     ADIOI_Free(path);
@@ -225,6 +234,7 @@ void ADIOI_JOBFS_OpenColl(ADIO_File fd, int rank, int access_mode, int *error_co
     char value[32];
 
     ADIOI_GEN_OpenColl(fd, rank, access_mode, error_code);
+    ADIOI_JOBFS_Shared_create(fd, *error_code == MPI_SUCCESS); /* collective */
     if (*error_code != MPI_SUCCESS) return;
     /* Every rank now has the chunk size of the file in fd->blksize (GEN_OpenColl broadcasts
      * it from the first aggregator, also to deferred-open ranks). Two-phase aligns the file
@@ -250,6 +260,7 @@ void ADIOI_JOBFS_Close(ADIO_File fd, int *error_code)
     jobfs_file_t *f = fd->fs_ptr;
 
     *error_code = MPI_SUCCESS;
+    ADIOI_JOBFS_Shared_free(fd); /* collective, as MPI_File_close */
     if (f == NULL) return;
     fd->fs_ptr = NULL;
     int rc = jobfs_close(f);
@@ -281,27 +292,23 @@ void ADIOI_JOBFS_ReadContig(ADIO_File fd, void *buf, int count, MPI_Datatype dat
     len = datatype_size * (MPI_Count)count;
     if (file_ptr_type == ADIO_INDIVIDUAL) offset = fd->fp_ind;
 
-    int refreshed = 0;
+    /* libjobfs reads up to the file's settled length (it asks for it again when a read goes
+     * past what the handle knew), so a short count is the end of the file. */
+    ADIOI_JOBFS_Atomic_begin(fd);
     while (done < len) {
         ssize_t n = jobfs_pread(fd->fs_ptr, (char *)buf + done, (size_t)(len - done),
                                 (uint64_t)(offset + done));
         if (n < 0) {
+            ADIOI_JOBFS_Atomic_end(fd);
             set_error(error_code, myname, __LINE__, (int)n, "read", fd->filename,
                       jobfs_last_error(), 0);
             return;
         }
+        if (n == 0) break; /* end of file */
         done += n;
-        if (done < len && !refreshed) {
-            /* A handle reads up to the length it last learned; other processes may have
-             * settled a longer one since (their MPI_File_sync or close). Asking for the size
-             * refreshes it (libjobfs(3), "The length of a file"); then read on, once. */
-            uint64_t size = 0;
-            refreshed = 1;
-            if (jobfs_file_get_size(fd->fs_ptr, &size) == 0 && size > (uint64_t)(offset + done))
-                continue;
-        }
-        if (n == 0 || refreshed) break; /* end of file */
+        if (done < len) break; /* short: the end of the file too */
     }
+    ADIOI_JOBFS_Atomic_end(fd);
     TRACE("read %s off=%lld len=%lld got=%lld", fd->filename, (long long)offset,
           (long long)len, (long long)done);
     if (file_ptr_type == ADIO_INDIVIDUAL) fd->fp_ind += done;
@@ -325,7 +332,9 @@ void ADIOI_JOBFS_WriteContig(ADIO_File fd, const void *buf, int count, MPI_Datat
     if (file_ptr_type == ADIO_INDIVIDUAL) offset = fd->fp_ind;
 
     if (len > 0) {
+        ADIOI_JOBFS_Atomic_begin(fd);
         ssize_t n = jobfs_pwrite(fd->fs_ptr, buf, (size_t)len, (uint64_t)offset);
+        ADIOI_JOBFS_Atomic_end(fd);
         TRACE("write %s off=%lld len=%lld -> %lld", fd->filename, (long long)offset,
               (long long)len, (long long)n);
         if (n < 0) {
@@ -368,22 +377,19 @@ void ADIOI_JOBFS_Fcntl(ADIO_File fd, int flag, ADIO_Fcntl_t *fcntl_struct, int *
         ADIOI_GEN_Prealloc(fd, fcntl_struct->diskspace, error_code);
         return;
     case ADIO_FCNTL_SET_ATOMICITY:
-        if (fcntl_struct->atomicity == 0) {
-            fd->atomicity = 0;
+        /* Atomic mode: every read and write call of the file runs inside one mutex of its
+         * communicator (ad_jobfs_shared.c); writes are written through, so the next holder
+         * of the mutex sees them. */
+        if (fcntl_struct->atomicity == 0 || ADIOI_JOBFS_Shared_available(fd)) {
+            fd->atomicity = fcntl_struct->atomicity != 0;
             *error_code = MPI_SUCCESS;
             return;
         }
         *error_code = MPIO_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, myname, __LINE__,
                                            MPI_ERR_UNSUPPORTED_OPERATION, "**io",
-                                           "**io %s", "jobfs has no atomic mode");
-        {
-            int rank;
-            MPI_Comm_rank(fd->comm, &rank);
-            if (rank == 0)
-                fprintf(stderr, "ad_jobfs: jobfs:%s: atomic mode is not supported (jobfs has "
-                        "no locks); use MPI_File_sync and a barrier between conflicting "
-                        "accesses\n", fd->filename);
-        }
+                                           "**io %s", "no atomic mode with deferred open");
+        fprintf(stderr, "ad_jobfs: jobfs:%s: atomic mode needs the file opened by all "
+                "processes of its communicator (not with romio_no_indep_rw)\n", fd->filename);
         return;
     default:
         *error_code = MPIO_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, myname, __LINE__,
@@ -488,9 +494,10 @@ int ADIOI_JOBFS_Feature(ADIO_File fd, int flag)
     case ADIO_SCALABLE_RESIZE:
     case ADIO_UNLINK_AFTER_CLOSE:
         return 1;
-    case ADIO_LOCKS:
-    case ADIO_SHARED_FP:
+    case ADIO_SHARED_FP:   /* ad_jobfs_shared.c */
     case ADIO_ATOMIC_MODE:
+        return 1;
+    case ADIO_LOCKS:
     case ADIO_DATA_SIEVING_WRITES:
     case ADIO_SCALABLE_OPEN:
     default:

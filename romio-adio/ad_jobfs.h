@@ -27,4 +27,20 @@ void ADIOI_JOBFS_IwriteStridedColl(ADIO_File fd, const void *buf, int count,
                                    MPI_Datatype datatype, int file_ptr_type, ADIO_Offset offset,
                                    MPI_Request *request, int *error_code);
 
+/* ad_jobfs_shared.c: shared file pointer and atomic mode over an MPI window on rank 0 */
+void ADIOI_JOBFS_Shared_create(ADIO_File fd, int opened_here);
+void ADIOI_JOBFS_Shared_free(ADIO_File fd);
+int ADIOI_JOBFS_Shared_available(ADIO_File fd);
+void ADIOI_JOBFS_Get_shared_fp(ADIO_File fd, ADIO_Offset incr, ADIO_Offset *shared_fp,
+                               int *error_code);
+void ADIOI_JOBFS_Set_shared_fp(ADIO_File fd, ADIO_Offset offset, int *error_code);
+void ADIOI_JOBFS_Atomic_begin(ADIO_File fd);
+void ADIOI_JOBFS_Atomic_end(ADIO_File fd);
+void ADIOI_JOBFS_ReadStrided(ADIO_File fd, void *buf, int count, MPI_Datatype datatype,
+                             int file_ptr_type, ADIO_Offset offset, ADIO_Status *status,
+                             int *error_code);
+void ADIOI_JOBFS_WriteStrided(ADIO_File fd, const void *buf, int count, MPI_Datatype datatype,
+                              int file_ptr_type, ADIO_Offset offset, ADIO_Status *status,
+                              int *error_code);
+
 #endif

@@ -17,7 +17,7 @@
 #              glue renamed with sed plus patches/glue-jobfs-priority.patch.
 #  3. configure ROMIO's own configure (the flags Open MPI's configure.m4 passes, Debian's way).
 #  4. lib      make libromio_dist.la (a PIC convenience archive).
-#  5. component compile the glue and ad_jobfs.c, link with a version script exporting only
+#  5. component compile the glue and ad_jobfs*.c, link with a version script exporting only
 #              mca_io_romio_jobfs_component (the system romio321 is loaded RTLD_GLOBAL next to
 #              it; any other exported ROMIO symbol would bind to the wrong copy).
 set -eu
@@ -131,7 +131,7 @@ fi
 # ---- 5. component ---------------------------------------------------------------------------
 CPP="-DOMPI_BUILDING=1 -DHAVE_ROMIOCONF_H -I$INC/openmpi -I$INC -I$C -I$C/romio/include -I$C/romio/adio/include"
 objs=
-for f in "$C"/src/io_romio_jobfs_*.c "$srcdir/ad_jobfs.c"; do
+for f in "$C"/src/io_romio_jobfs_*.c "$srcdir/ad_jobfs.c" "$srcdir/ad_jobfs_shared.c"; do
   o=$B/obj/$(basename "$f" .c).o
   mkdir -p "$B/obj"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$srcdir/ad_jobfs.h" -nt "$o" ]; then

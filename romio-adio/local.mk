@@ -2,9 +2,10 @@
 # mca_io_romio_jobfs.so. build-component.sh gets ROMIO's sources (apt-get source of the
 # installed Open MPI's source package, or --with-romio-source), builds ROMIO once under
 # romio-adio/build, and compiles and links the driver and the glue again when they change.
-ROMIO_DRIVER_FILES = romio-adio/ad_jobfs.c romio-adio/ad_jobfs.h romio-adio/build-component.sh \
+ROMIO_DRIVER_FILES = romio-adio/ad_jobfs.c romio-adio/ad_jobfs_shared.c romio-adio/ad_jobfs.h romio-adio/build-component.sh \
 	romio-adio/patches/romio-jobfs-core.patch romio-adio/patches/glue-jobfs-priority.patch
-EXTRA_DIST += $(ROMIO_DRIVER_FILES) tests/romio_test.sh tests/helpers/romio_mpi.c
+EXTRA_DIST += $(ROMIO_DRIVER_FILES) tests/romio_test.sh tests/helpers/romio_mpi.c \
+	tests/romio_suite_test.sh tests/romio_hdf5_test.sh tests/helpers/romio_hdf5.c
 
 if JOBFS_ROMIO
 dist_man_MANS += man/ad_jobfs.7
@@ -30,8 +31,10 @@ tests/helpers/romio_mpi: $(srcdir)/tests/helpers/romio_mpi.c
 	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_mpi.c
 # Not in the ASan+UBSan tree: an instrumented libjobfs cannot be loaded into mpirun's
 # uninstrumented processes (the sanitizer runtime must come first).
+# romio_suite_test.sh: ROMIO's own test programs (from the same source package) on jobfs: and,
+# as the control, on ufs:; romio_hdf5_test.sh: parallel HDF5 through the driver.
 if !JOBFS_SANITIZE
-TESTS += tests/romio_test.sh
+TESTS += tests/romio_test.sh tests/romio_suite_test.sh tests/romio_hdf5_test.sh
 endif
 endif
 CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi

@@ -8,11 +8,7 @@ export JOBFSD=${JOBFSD:-./server/jobfsd}
 dir=$(mktemp -d /tmp/jobfs-cli-XXXXXX)
 rm -rf "$dir"
 tmp=$(mktemp -d /tmp/jobfs-cli-files-XXXXXX)
-fails=0
-check() { # NAME CMD...: runs CMD, counts a failure if it fails
-  name=$1; shift
-  if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/lib.sh"
 cleanup() { "$JOBFS" local down --dir "$dir" >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 

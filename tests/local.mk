@@ -7,7 +7,7 @@ SH_LOG_DRIVER = $(LOG_DRIVER)
 # The sanitizer build: leaks inside system libraries we cannot fix are listed in lsan.supp.
 AM_TESTS_ENVIRONMENT = LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:$${LSAN_OPTIONS:-}"; export LSAN_OPTIONS;
 EXTRA_DIST += tests/lsan.supp
-EXTRA_DIST += tests/case-driver tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh
+EXTRA_DIST += tests/case-driver tests/lib.sh tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh
 TESTS += tests/cli_test.sh tests/pmix_test.sh
 # Real mounts of jobfs-fuse (skips itself when not root or without /dev/fuse).
 if JOBFS_FUSE

@@ -11,12 +11,8 @@ JOBFSD=${JOBFSD:-./server/jobfsd}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dir=$(mktemp -d /tmp/jobfs-pmix-XXXXXX)
 export JOBFS_CLUSTER=$dir/cluster
-fails=0
+. "$(dirname "$0")/lib.sh"
 mpirun_pid=
-check() { # NAME CMD...: runs CMD, counts a failure if it fails
-  name=$1; shift
-  if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
-}
 # The daemons mpirun started (its children), by pid.
 daemon_pids() { [ -n "$mpirun_pid" ] && pgrep -P "$mpirun_pid" -x jobfsd | tr '\n' ' '; }
 gone() { # PID...: none of them runs (gone, or a zombie not reaped yet)

@@ -3,7 +3,8 @@
 # against `jobfs local up -n 3` daemons, 4 ranks under mpirun (tests/helpers/romio_mpi.c):
 # a 2-D subarray checkpoint (write_all, read_all, byte-exact), write_at_all / read_at_all,
 # independent contiguous and strided I/O made visible by MPI_File_sync, iwrite_at_all, exact
-# sizes (also as `jobfs stat` sees them), set_size, MPI_MODE_EXCL, no atomic mode,
+# sizes (also as `jobfs stat` sees them), set_size, MPI_MODE_EXCL, atomic mode and shared file
+# pointers,
 # MPI_File_delete; the striping hints become the file's layout (`jobfs layout`); the file is in
 # jobfs and not on the local disk; a jobfs: name without $JOBFS_CLUSTER, or with its daemons
 # gone, fails MPI_File_open with a message and does not hang. Every mpirun is bounded.
@@ -15,22 +16,12 @@ COMPONENT_DIR=${ROMIO_COMPONENT_DIR:-$(pwd)/romio-adio}
 dir=$(mktemp -d /tmp/jobfs-romio-XXXXXX)
 rm -rf "$dir"
 tmp=$(mktemp -d /tmp/jobfs-romio-files-XXXXXX)
-fails=0
-check() { # NAME CMD...: runs CMD, counts a failure if it fails
-  name=$1; shift
-  if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/lib.sh"
 cleanup() { "$JOBFS" local down --dir "$dir" >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# The system's components first, then this tree's; no --mca io: the jobfs: prefix selects it.
-sysdir=$(ompi_info --path pkglibdir | sed 's/^.*: *//')
-export OMPI_MCA_mca_base_component_path="$sysdir:$COMPONENT_DIR"
-export LD_LIBRARY_PATH="$(pwd)/client/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+mpi_env "$COMPONENT_DIR"
 
 # mpi CASE FILE [NP]: runs the case under mpirun (at most 120 s), its output in $tmp/CASE.out
 # and .err; the case's own "ok -" lines are passed on.
@@ -83,7 +74,7 @@ check "iwrite: jobfs stat gives 4 * 300000 bytes" sh -c "'$JOBFS' stat /romio/iw
 mpi size jobfs:/romio/size
 check "size: jobfs stat gives 100 bytes" sh -c "'$JOBFS' stat /romio/size | grep -q 'size: 100\$'"
 mpi excl jobfs:/romio/atall
-mpi atomic jobfs:/romio/atall
+mpi atomic jobfs:/romio/atomic
 mpi delete jobfs:/romio/indep
 check "delete: jobfs stat no longer finds it" sh -c "! '$JOBFS' stat /romio/indep > /dev/null 2>&1"
 mpi delete jobfs:/romio/nope 1 > /dev/null 2>&1

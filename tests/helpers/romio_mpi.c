@@ -6,7 +6,8 @@
  * (write_at_all / read_at_all of another rank's block), indep (independent contiguous and
  * strided writes, MPI_File_sync, read by the other ranks), iwrite (iwrite_at_all /
  * iread_at_all), size (set_size / get_size), excl (MPI_MODE_EXCL on an existing file),
- * atomic (set_atomicity refused cleanly), delete (MPI_File_delete, then open fails),
+ * atomic (atomic mode: racing writes never torn; shared file pointers; both refused with
+ * deferred open), delete (MPI_File_delete, then open fails),
  * openfail (the open is expected to fail: prints the error class and string). */
 #include <mpi.h>
 #include <stdio.h>
@@ -233,15 +234,76 @@ static void case_excl(const char *file)
     check(rc != MPI_SUCCESS && cls == MPI_ERR_FILE_EXISTS, "excl: MPI_MODE_EXCL on an existing file fails with MPI_ERR_FILE_EXISTS");
 }
 
+/* Atomic mode: every rank writes the same 1 MiB (16 chunks of 64K, so one write fans out to
+ * several daemons) filled with its own byte, 20 times over, racing the others; in atomic mode
+ * each read must see one rank's write whole, never a mixture. Then shared file pointers: each
+ * rank appends one record with MPI_File_write_shared; after sync-barrier-sync every record is
+ * in the file exactly once, one after the other. With deferred open, neither is available. */
 static void case_atomic(const char *file)
 {
+    const int len = 1 << 20, rounds = 20;
     MPI_File fh;
-    int good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDWR, MPI_INFO_NULL, &fh), "open");
-    int rc = good ? MPI_File_set_atomicity(fh, 1) : MPI_SUCCESS;
+    MPI_Info info = coll_info();
+    int good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh), "open");
+    MPI_Info_free(&info);
+    int rc = good ? MPI_File_set_atomicity(fh, 1) : -1;
     int flag = -1;
     if (good) MPI_File_get_atomicity(fh, &flag);
-    check(good && rc != MPI_SUCCESS && flag == 0, "atomic: set_atomicity(1) is refused, the file stays non-atomic");
-    if (good) check(ok(MPI_File_close(&fh), "close"), "atomic: the file still closes");
+    check(good && rc == MPI_SUCCESS && flag == 1, "atomic: set_atomicity(1) is accepted and reads back 1");
+    char *buf = malloc(len), *in = malloc(len);
+    int torn = 0, io_ok = good;
+    for (int r = 0; good && r < rounds; ++r) {
+        memset(buf, 'a' + rank, len);
+        io_ok &= ok(MPI_File_write_at(fh, 0, buf, len, MPI_BYTE, MPI_STATUS_IGNORE), "write_at");
+        io_ok &= ok(MPI_File_read_at(fh, 0, in, len, MPI_BYTE, MPI_STATUS_IGNORE), "read_at");
+        for (int i = 1; i < len; ++i)
+            if (in[i] != in[0]) { torn++; break; }
+        if (in[0] < 'a' || in[0] >= 'a' + nprocs) torn++;
+    }
+    check(io_ok, "atomic: 20 rounds of racing 1 MiB writes and reads succeed");
+    check(torn == 0, "atomic: every read saw one rank's 1 MiB write whole (no torn mixture)");
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Shared file pointer: records "rank N\n" of 16 bytes, appended by all. */
+    char rec[16], all[64 * 16];
+    MPI_Offset start = 0;
+    memset(rec, ' ', sizeof rec);
+    snprintf(rec, sizeof rec, "rank %d", rank);
+    rec[15] = '\n';
+    int sp = good && ok(MPI_File_set_atomicity(fh, 0), "set_atomicity(0)");
+    sp = sp && ok(MPI_File_seek_shared(fh, len, MPI_SEEK_SET), "seek_shared");
+    sp = sp && ok(MPI_File_get_position_shared(fh, &start), "get_position_shared");
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank read the start before any record moves it */
+    sp = sp && ok(MPI_File_write_shared(fh, rec, sizeof rec, MPI_BYTE, MPI_STATUS_IGNORE), "write_shared");
+    sp = sp && ok(MPI_File_sync(fh), "sync");
+    MPI_Barrier(MPI_COMM_WORLD);
+    sp = sp && ok(MPI_File_sync(fh), "sync");
+    MPI_Offset end = -1;
+    sp = sp && ok(MPI_File_get_position_shared(fh, &end), "get_position_shared");
+    check(sp && start == len && end == len + 16 * nprocs,
+          "shared: seek_shared, then write_shared by every rank moves the shared pointer by all records");
+    int seen[64] = {0}, okrec = sp && nprocs <= 64;
+    if (okrec) okrec = ok(MPI_File_read_at(fh, len, all, 16 * nprocs, MPI_BYTE, MPI_STATUS_IGNORE), "read_at");
+    for (int i = 0; okrec && i < nprocs; ++i) {
+        int who = -1;
+        if (sscanf(all + 16 * i, "rank %d", &who) != 1 || who < 0 || who >= nprocs || all[16 * i + 15] != '\n') okrec = 0;
+        else seen[who]++;
+    }
+    for (int i = 0; okrec && i < nprocs; ++i)
+        if (seen[i] != 1) okrec = 0;
+    check(okrec, "shared: every rank's record is in the file exactly once, back to back");
+    free(buf);
+    free(in);
+    if (good) check(ok(MPI_File_close(&fh), "close"), "atomic: the file closes");
+
+    /* Deferred open: no window, so both are refused with an error, nothing hangs. */
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "romio_no_indep_rw", "true");
+    good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDWR, info, &fh), "open deferred");
+    MPI_Info_free(&info);
+    rc = good ? MPI_File_set_atomicity(fh, 1) : MPI_SUCCESS;
+    check(good && rc != MPI_SUCCESS, "atomic: with romio_no_indep_rw (deferred open) set_atomicity(1) is refused");
+    if (good) MPI_File_close(&fh);
 }
 
 static void case_delete(const char *file)
