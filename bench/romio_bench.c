@@ -1,10 +1,16 @@
-/* romio_bench.c: a shared checkpoint through MPI-IO, as bench/romio runs it under mpirun.
- *   jobfs-bench-romio FILE TOTAL_MIB [BLOCK_MIB]
- * Each of the N ranks writes its contiguous TOTAL/N share of FILE with MPI_File_write_at_all
- * calls of BLOCK_MIB (default 16) MiB, then MPI_File_sync and close: the write time runs from
- * the open to the end of the close on the slowest rank. Then the same read back with
- * MPI_File_read_at_all and checked. Rank 0 prints "write MB/s X" and "read MB/s Y"
- * (MB = 10^6 bytes). Hints: cb_nodes = N, cb_config_list *:*, cb_buffer_size = BLOCK. */
+/* romio_bench.c: a shared checkpoint through MPI-IO, as bench/mpiio-ckpt runs it under mpirun.
+ *   jobfs-bench-romio FILE TOTAL_MIB [BLOCK_MIB [contig|subarray]]
+ * contig (default): each of the N ranks writes its contiguous TOTAL/N share of FILE with
+ *   MPI_File_write_at_all calls of BLOCK_MIB (default 16) MiB.
+ * subarray: the file is a series of 2-D arrays of 8-byte elements, one per step; the ranks
+ *   form a 2-D process grid (MPI_Dims_create) and each owns a tile of BLOCK_MIB MiB of every
+ *   array (rows of 4 KiB), set as its file view (MPI_Type_create_subarray) and written with
+ *   MPI_File_write_all: every rank's data interleaves with its neighbours' in every row, so
+ *   this is the case two-phase collective I/O exists for.
+ * Then MPI_File_sync and close: the write time runs from the open to the end of the close on
+ * the slowest rank. The same is read back (read_at_all / read_all) and checked. Rank 0
+ * prints "write MB/s X" and "read MB/s Y" (MB = 10^6 bytes). Hints: cb_nodes = N,
+ * cb_config_list *:*, cb_buffer_size = BLOCK. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +45,21 @@ int main(int argc, char **argv)
     const char *file = argv[1];
     const MPI_Offset total = (MPI_Offset)atoll(argv[2]) << 20;
     const int block = (argc > 3 ? atoi(argv[3]) : 16) << 20;
+    const int subarray = argc > 4 && !strcmp(argv[4], "subarray");
+    if (argc > 4 && !subarray && strcmp(argv[4], "contig")) {
+        if (rank == 0) fprintf(stderr, "jobfs-bench-romio: pattern is contig or subarray\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* subarray: a tile of block bytes is `rows` rows of 4 KiB (512 elements) */
+    int dims[2] = {0, 0};
+    MPI_Dims_create(nprocs, 2, dims);
+    const int cols = 512, rows = block / (cols * 8);
+    int gsizes[2] = {dims[0] * rows, dims[1] * cols}, lsizes[2] = {rows, cols};
+    int starts[2] = {(rank / dims[1]) * rows, (rank % dims[1]) * cols};
+    MPI_Datatype tile;
+    MPI_Type_create_subarray(2, gsizes, lsizes, starts, MPI_ORDER_C, MPI_UINT64_T, &tile);
+    MPI_Type_commit(&tile);
+    const MPI_Offset step_bytes = (MPI_Offset)block * nprocs; /* one whole 2-D array */
     const MPI_Offset share = total / nprocs;
     const int rounds = (int)(share / block);
     char cb[32];
@@ -58,6 +79,12 @@ int main(int argc, char **argv)
     CHECK(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &fh), "open");
     for (int k = 0; k < rounds; k++) {
         MPI_Offset off = rank * share + (MPI_Offset)k * block;
+        if (subarray) {
+            fill(buf, block / 8, (uint64_t)(k * step_bytes + rank * (MPI_Offset)block));
+            CHECK(MPI_File_set_view(fh, k * step_bytes, MPI_UINT64_T, tile, "native", info), "set_view");
+            CHECK(MPI_File_write_all(fh, buf, block / 8, MPI_UINT64_T, MPI_STATUS_IGNORE), "write_all");
+            continue;
+        }
         fill(buf, block / 8, (uint64_t)off);
         CHECK(MPI_File_write_at_all(fh, off, buf, block, MPI_BYTE, MPI_STATUS_IGNORE), "write_at_all");
     }
@@ -72,8 +99,14 @@ int main(int argc, char **argv)
     CHECK(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDONLY, info, &fh), "open for reading");
     for (int k = 0; k < rounds; k++) {
         MPI_Offset off = rank * share + (MPI_Offset)k * block;
-        CHECK(MPI_File_read_at_all(fh, off, back, block, MPI_BYTE, MPI_STATUS_IGNORE), "read_at_all");
-        fill(buf, block / 8, (uint64_t)off);
+        if (subarray) {
+            CHECK(MPI_File_set_view(fh, k * step_bytes, MPI_UINT64_T, tile, "native", info), "set_view");
+            CHECK(MPI_File_read_all(fh, back, block / 8, MPI_UINT64_T, MPI_STATUS_IGNORE), "read_all");
+            fill(buf, block / 8, (uint64_t)(k * step_bytes + rank * (MPI_Offset)block));
+        } else {
+            CHECK(MPI_File_read_at_all(fh, off, back, block, MPI_BYTE, MPI_STATUS_IGNORE), "read_at_all");
+            fill(buf, block / 8, (uint64_t)off);
+        }
         bad += memcmp(buf, back, block) != 0;
     }
     CHECK(MPI_File_close(&fh), "close");
@@ -83,11 +116,13 @@ int main(int argc, char **argv)
     MPI_Reduce(&bad, &allbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         double mb = (double)share * nprocs / 1e6;
-        printf("%s: %d ranks, %.0f MB, blocks of %d MiB\n", file, nprocs, mb, block >> 20);
+        printf("%s: %d ranks, %.0f MB, %s of %d MiB\n", file, nprocs, mb,
+               subarray ? "2-D subarray tiles" : "contiguous blocks", block >> 20);
         printf("write MB/s %.1f\n", mb / tw);
         printf("read MB/s %.1f\n", mb / tr);
         printf("verified: %s\n", allbad ? "NO" : "yes");
     }
+    MPI_Type_free(&tile);
     MPI_Info_free(&info);
     free(buf);
     free(back);

@@ -79,9 +79,9 @@ static int conn_acquire(jobfs_t **out, const char **msg)
             return -ENOENT;
         }
         /* JOBFS_WRITE_BEHIND_MIB is left to the user (libjobfs reads it here). It would be
-         * safe for MPI-IO semantics (writes are settled by MPI_File_sync and close), but
-         * with 32 MiB, 4 ranks writing 16 MiB blocks stalled a daemon request for 30 s on
-         * this machine (bench/romio), so it is not turned on by default. */
+         * safe for MPI-IO semantics (writes are settled by MPI_File_sync and close), but with
+         * more ranks than cores the ranks spin in MPI's progress while the writer threads
+         * need the cores, and queues at the daemons grow (ad_jobfs(7)): not on by default. */
         int rc = jobfs_connect(NULL, &jobfs_conn);
         if (rc < 0) {
             jobfs_conn = NULL;

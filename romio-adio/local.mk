@@ -43,8 +43,8 @@ distclean-local:
 # make distcheck installs the component under its own prefix, not into Open MPI's directory
 # (AM_DISTCHECK_CONFIGURE_FLAGS in Makefile.am).
 
-# bench/romio's MPI program (bench/run romio), built with mpicc and installed with the others.
-EXTRA_DIST += bench/romio bench/romio_bench.c
+# bench/mpiio-ckpt's MPI program (bench/run mpiio-ckpt), built with mpicc and installed with the others.
+EXTRA_DIST += bench/mpiio-ckpt bench/romio_bench.c
 if JOBFS_ROMIO
 pkglibexec_SCRIPTS = bench/jobfs-bench-romio
 bench/jobfs-bench-romio: $(srcdir)/bench/romio_bench.c
