@@ -84,6 +84,7 @@ struct Config {
     int allow_other = 0;         // given explicitly
     int default_permissions = 0; // given explicitly
     unsigned readahead_kb = 1024;   // the mount's kernel readahead; 0: the kernel's default
+    int writeback_cache = 0;        // -o writeback_cache: the kernel buffers writes (see jf_init)
 };
 
 enum { kKeyAllowOther = 1, kKeyDefaultPermissions };
@@ -97,6 +98,8 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("entry_timeout=%lf", entry_timeout, 0),
     JOBFS_OPT("negative_timeout=%lf", negative_timeout, 0),
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
+    JOBFS_OPT("writeback_cache", writeback_cache, 1),
+    JOBFS_OPT("no_writeback_cache", writeback_cache, 0),
     JOBFS_OPT("no_allow_other", no_allow_other, 1),
     JOBFS_OPT("no_default_permissions", no_default_permissions, 1),
     FUSE_OPT_KEY("allow_other", kKeyAllowOther),
@@ -111,6 +114,7 @@ int opt_proc(void* data, const char*, int key, fuse_args*) {
     if (key == kKeyDefaultPermissions) c->default_permissions = 1;
     return 1; // keep every option libfuse should see
 }
+// (Options matched by a template in kOptions are consumed and never reach libfuse.)
 
 // ---- the file system ----------------------------------------------------------------------
 
@@ -121,6 +125,8 @@ struct Fs {
     double entry_timeout = 1.0;
     double negative_timeout = 0.0;
     bool default_permissions = true; // the kernel checks access from our attributes
+    bool writeback_cache = false;    // asked for; jf_init says whether the kernel grants it
+    std::atomic<bool> writeback{false}; // granted: the kernel buffers writes and owns the size
     std::atomic<bool> initialized{false}; // the kernel's INIT has been answered (jf_init ran)
 };
 
@@ -272,7 +278,8 @@ Handle* handle_of(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh)
 // ---- handlers -----------------------------------------------------------------------------
 
 void jf_init(void* userdata, fuse_conn_info* conn) {
-    static_cast<Fs*>(userdata)->initialized = true;
+    Fs& fs = *static_cast<Fs*>(userdata);
+    fs.initialized = true;
     conn->max_write = kMaxIo;
     conn->max_read = kMaxIo; // and -o max_read, which main passes to the kernel
     if (conn->max_readahead > kMaxIo) conn->max_readahead = kMaxIo;
@@ -280,10 +287,25 @@ void jf_init(void* userdata, fuse_conn_info* conn) {
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-    // Not yet (issue #4): the writeback cache, and locks kept across nodes (without lock
-    // handlers the kernel keeps flock/fcntl locks per node). No splice: FileIO sends straight
-    // from libfuse's buffer by rendezvous already.
+    // Not kept across nodes: flock/fcntl locks (without lock handlers the kernel keeps them
+    // per node). No splice: FileIO sends straight from libfuse's buffer by rendezvous already.
     conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+    // Writeback cache (-o writeback_cache): writes complete in the page cache and reach us in
+    // large batches. The kernel flushes a file's dirty pages before it sends FLUSH at close, so
+    // close-to-open between nodes still holds; it may read pages of a file opened write-only
+    // (jf_open opens such files for reading too) and does O_APPEND itself.
+    if (fs.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
+        conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+        fs.writeback = true;
+    }
+}
+
+// With the writeback cache the kernel reads pages around partial writes, also through a
+// write-only handle, and applies O_APPEND itself (passthrough_hp does the same).
+int open_flags(const Fs& fs, int flags) {
+    if (!fs.writeback) return flags;
+    if ((flags & O_ACCMODE) == O_WRONLY) flags = (flags & ~O_ACCMODE) | O_RDWR;
+    return flags & ~O_APPEND;
 }
 
 void jf_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -407,14 +429,19 @@ void jf_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         if (!a.ok()) return reply_status(req, "open", ino, a.status());
         if (!may_access(*a, cred, access_mask(fi->flags))) return (void)fuse_reply_err(req, EACCES);
     }
-    auto h = fs.client->open(cred, ino, fi->flags);
+    auto h = fs.client->open(cred, ino, open_flags(fs, fi->flags));
+    // The kernel checked write access only: a write-only opener without read permission
+    // gets a write-only handle (partial-page writes then fail with EACCES, as the kernel's
+    // read of the page does).
+    if (!h.ok() && h.status().code() == Code::permission && open_flags(fs, fi->flags) != fi->flags)
+        h = fs.client->open(cred, ino, fi->flags & ~O_APPEND);
     if (!h.ok()) return reply_status(req, "open", ino, h.status());
     finish_open(req, ino, fi, std::move(*h));
 }
 
 void jf_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
     Fs& fs = fs_of(req);
-    auto r = fs.client->create(cred_of(req), parent, name, mode & 07777, fi->flags);
+    auto r = fs.client->create(cred_of(req), parent, name, mode & 07777, open_flags(fs, fi->flags));
     if (!r.ok()) return reply_status(req, "create", parent, r.status());
     fuse_entry_param e{};
     e.ino = r->first.ino;
@@ -636,6 +663,7 @@ void usage(FILE* out) {
                  "    entry_timeout=SECONDS     cache names this long (1)\n"
                  "    negative_timeout=SECONDS  cache missing names this long (0)\n"
                  "    readahead_kb=KIB          the kernel's readahead on the mount (1024; 0: its default)\n"
+                 "    writeback_cache           let the kernel buffer writes (off; see the man page)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
                  "\n");
@@ -702,6 +730,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     fs.entry_timeout = cfg.entry_timeout;
     fs.negative_timeout = cfg.negative_timeout;
     fs.default_permissions = !cfg.no_default_permissions;
+    fs.writeback_cache = cfg.writeback_cache != 0;
     auto client = InodeClient::connect(*info);
     if (!client.ok()) {
         tell_parent(ready_fd, 1);

@@ -47,7 +47,7 @@ pid_of_mount() { # the jobfs-fuse serving mount point $1 (its path is unique to 
 }
 alive() { s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }
 cleanup() {
-  for m in "$tmp/mnt3" "$mnt2" "$mnt"; do
+  for m in "$tmp/mntwb" "$tmp/mnt3" "$mnt2" "$mnt"; do
     if mounted "$m"; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; fi
   done
   if [ -n "$pid1" ]; then wait_for 10 sh -c "! kill -0 $pid1 2>/dev/null" || kill -KILL "$pid1" 2>/dev/null; fi
@@ -268,6 +268,25 @@ else
   echo "not ok - a tmpfs for the small file system could not be mounted"
   fails=$((fails + 1))
 fi
+
+# The writeback cache (-o writeback_cache): the kernel buffers writes, and still flushes them
+# at close, so the other mount (another node) sees them after it.
+mntwb=$tmp/mntwb
+mkdir "$mntwb"
+check "writeback: mount with -o writeback_cache" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster',writeback_cache '$mntwb'"
+check "writeback: 64 MiB written and closed there read back byte-exact through the other mount" sh -c "
+  head -c 64M /dev/urandom > '$tmp/wb.src' && cp '$tmp/wb.src' '$mntwb/wb' && cmp '$tmp/wb.src' '$mnt/wb' &&
+  [ \$(stat -c %s '$mnt/wb') -eq 67108864 ]"
+check "writeback: a partial write into a file opened write-only (the kernel reads the page first)" sh -c "
+  printf 'hello world' > '$mntwb/pw' && printf 'HEL' | dd of='$mntwb/pw' bs=1 conv=notrunc 2>/dev/null &&
+  [ \"\$(cat '$mnt/pw')\" = 'HELlo world' ]"
+check "writeback: O_APPEND from 4 processes: 4 x 200 records, none torn or lost" sh -c "
+  cd '$mntwb' && for w in 1 2 3 4; do (i=0; while [ \$i -lt 200 ]; do printf 'writer %s record %03d %s\n' \$w \$i 0123456789abcdefghijklmnopqrstuvwxyz >> appended; i=\$((i + 1)); done) & done; wait
+  [ \$(wc -l < '$mnt/appended') -eq 800 ] && [ \$(grep -c '^writer [1-4] record [0-9][0-9][0-9] 0123456789abcdefghijklmnopqrstuvwxyz\$' '$mnt/appended') -eq 800 ] &&
+  [ \$(sort -u '$mnt/appended' | wc -l) -eq 800 ]"
+check "writeback: truncate and rewrite: the other mount sees the new size and bytes" sh -c "
+  printf 'abcdef' > '$mntwb/tr' && truncate -s 2 '$mntwb/tr' && printf 'XY' >> '$mntwb/tr' && [ \"\$(cat '$mnt/tr')\" = 'abXY' ]"
+check "writeback: unmount" sh -c "fusermount3 -u '$mntwb' && ! grep -q ' $mntwb fuse.jobfs ' /proc/mounts"
 
 unmounted() { ! mounted "$1"; }
 gone() { ! alive "$1"; }
