@@ -20,12 +20,15 @@
 // transport callback (they block).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include "client/layout.h"
+#include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
 
@@ -61,11 +64,31 @@ public:
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(daemons_.size()); }
 
+    // The chain table in use (docs/replication.md): fetched from the daemons at first use and
+    // again whenever a chain member fails or a daemon says ours is stale. Version 0: no table
+    // (daemons without one, every daemon serving).
+    proto::ChainTable table() const;
+    // Asks every daemon for its table and keeps the newest.
+    Status refresh_table() const;
+
+    // How long a write keeps retrying while the daemons take a lost member out of its chains
+    // (heartbeats: failure-timeout-ms, 1.5 s by default).
+    static constexpr std::chrono::milliseconds kFailoverTimeout{20000};
+
 private:
     Status check(const Layout& layout) const;
+    // The chain of a chunk under `t`: for writes the serving daemons in placement order, then the
+    // syncing ones (they take writes at the tail while they catch up); for reads the serving ones.
+    Chain write_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
+    Chain read_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
+    proto::ChainTable current_table() const; // fetched once if never
 
     std::vector<transport::Endpoint> daemons_;
     std::chrono::milliseconds timeout_;
+    mutable std::atomic<uint64_t> read_turn_{0};
+    mutable std::mutex table_mu_;
+    mutable proto::ChainTable table_;
+    mutable bool table_fetched_ = false;
 };
 
 } // namespace jobfs::client

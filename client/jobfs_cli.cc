@@ -442,8 +442,13 @@ void print_layout(const std::string& path, const proto::Attr& a, const ClusterIn
     else
         std::printf("stripe count: %u%s\n", a.stripe_count,
                     a.stripe_count > n ? (" (only " + std::to_string(n) + " daemons: all of them)").c_str() : "");
+    if (a.replicas == 0)
+        std::printf("replicas: default (jobfsd replicas=)\n");
+    else
+        std::printf("replicas: %u%s\n", a.replicas,
+                    n > 0 && a.replicas > n ? (" (only " + std::to_string(n) + " daemons: " + std::to_string(n) + " copies)").c_str() : "");
     if (a.type == 2 || n == 0) return;
-    const Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count};
+    const Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count, a.replicas};
     const uint32_t width = stripe_width(l, n);
     const uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
     std::printf("size: %llu bytes in %llu chunk%s\n", static_cast<unsigned long long>(a.size),
@@ -461,26 +466,37 @@ void print_layout(const std::string& path, const proto::Attr& a, const ClusterIn
         if (held > 0) std::printf(")");
         std::printf("\n");
     }
+    if (chain_length(l, n) > 1) {
+        std::printf("chains (head first; the first chunks):\n");
+        for (uint64_t i = 0; i < chunks && i < 8; ++i) {
+            const Chain c = chunk_chain(a.ino, i, l, n);
+            std::printf("  chunk %llu:", static_cast<unsigned long long>(i));
+            for (uint32_t k = 0; k < c.length; ++k) std::printf(" %u", c.ranks[k]);
+            std::printf("\n");
+        }
+    }
 }
 
 int cmd_layout(int argc, char** argv) {
     po::options_description desc("options");
     std::string path, chunk;
-    uint32_t stripes = 0;
+    uint32_t stripes = 0, replicas = 0;
     desc.add_options()("path", po::value(&path), "file or directory in jobfs")
+        ("replicas", po::value(&replicas), "set the copies of each chunk (1 to 3; 0 on a directory: the daemons' default)")
         ("chunk-size", po::value(&chunk), "set the chunk size: bytes or with K, M, G (a power of two from 4K to 1G)")
         ("stripe-count", po::value(&stripes), "set the number of daemons to stripe over (0 = all)");
     po::positional_options_description pos;
     pos.add("path", 1);
     po::variables_map vm;
     int rc = 0;
-    if (!parse(argc, argv, desc, pos, vm, "jobfs layout PATH [--chunk-size SIZE] [--stripe-count N]\n\n"
+    if (!parse(argc, argv, desc, pos, vm, "jobfs layout PATH [--chunk-size SIZE] [--stripe-count N] [--replicas R]\n\n"
                "Without options shows the layout of PATH (for a file: which daemons hold its chunks);\n"
                "with options sets it. A file's layout can change only while it is empty; a directory's\n"
                "is the default for files created in it afterwards.", &rc))
         return rc;
     if (path.empty()) return usage("layout needs a path");
-    const bool set = vm.count("chunk-size") || vm.count("stripe-count");
+    const bool set = vm.count("chunk-size") || vm.count("stripe-count") || vm.count("replicas");
+    if (replicas > kMaxReplicas) return usage("replicas must be 1, 2 or 3");
     std::optional<uint64_t> chunk_bytes;
     if (vm.count("chunk-size")) {
         chunk_bytes = parse_size(chunk);
@@ -496,7 +512,8 @@ int cmd_layout(int argc, char** argv) {
     if (set) {
         if (a->type == 3) return fail(Status(Code::invalid, "layout " + path + ": a symlink has no layout"));
         // Options not given keep their current value.
-        Layout l{chunk_bytes ? *chunk_bytes : a->chunk_size, vm.count("stripe-count") ? stripes : a->stripe_count};
+        Layout l{chunk_bytes ? *chunk_bytes : a->chunk_size, vm.count("stripe-count") ? stripes : a->stripe_count,
+                 vm.count("replicas") ? replicas : a->replicas};
         auto r = (*c)->set_layout(path, l);
         if (!r.ok()) {
             if (r.status().code() == Code::busy)

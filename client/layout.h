@@ -6,12 +6,18 @@
 // write fans out over all of them, and different files start on different daemons, so many
 // small files do not pile up on rank 0.
 //
+// With replication (docs/replication.md) chunk i lives on a chain of R distinct daemons: the
+// head is the daemon above (so R=1 places every chunk where it always was), the others are
+// drawn from a sequence seeded by (ino, i), so that the copies of one daemon's chunks are
+// spread over all the others and re-copying them after a loss loads every daemon alike.
+//
 // The rule is a pure function of (ino, chunk, layout, cluster size): every client computes the
 // same placement without asking anybody. Changing it moves every existing chunk, so it is part
 // of the on-disk format.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -20,7 +26,10 @@ namespace jobfs::client {
 struct Layout {
     uint64_t chunk_size = 4ull << 20; // bytes per chunk; the daemons' chunk size bounds it
     uint32_t stripe_count = 0;        // daemons a file is spread over; 0 = all of them
+    uint32_t replicas = 0;            // copies of each chunk (1-3); 0 = the default (a file: 1)
 };
+
+constexpr uint32_t kMaxReplicas = 3;
 
 // splitmix64's finaliser: a fixed, well-mixed hash, identical on every client and every build
 // (std::hash is neither). Mixing spreads files evenly over the start ranks whatever pattern
@@ -42,6 +51,39 @@ inline uint32_t chunk_daemon(uint64_t ino, uint64_t chunk_index, const Layout& l
     const uint64_t start = splitmix64(ino) % n;
     const uint64_t width = stripe_width(layout, n);
     return static_cast<uint32_t>((start + chunk_index % width) % n);
+}
+
+// Copies of each chunk on a cluster of n: the layout's, at most n (distinct daemons), at least 1.
+inline uint32_t chain_length(const Layout& layout, uint32_t n) {
+    const uint32_t r = std::clamp<uint32_t>(layout.replicas, 1, kMaxReplicas);
+    return std::min(r, n);
+}
+
+// The daemons holding one chunk, head first (writes enter there), tail last (it acknowledges).
+struct Chain {
+    std::array<uint32_t, kMaxReplicas> ranks{};
+    uint32_t length = 0;
+    uint32_t head() const { return ranks[0]; }
+    uint32_t tail() const { return ranks[length - 1]; }
+    bool contains(uint32_t rank) const { return std::find(ranks.begin(), ranks.begin() + length, rank) != ranks.begin() + length; }
+    bool operator==(const Chain&) const = default;
+};
+
+// The chain of chunk `chunk_index` of file `ino` (n > 0 daemons), ignoring failures (the chain
+// table, client/chain_table.h, drops the daemons that are not serving).
+inline Chain chunk_chain(uint64_t ino, uint64_t chunk_index, const Layout& layout, uint32_t n) {
+    Chain c;
+    c.ranks[0] = chunk_daemon(ino, chunk_index, layout, n);
+    c.length = 1;
+    const uint32_t r = chain_length(layout, n);
+    for (uint32_t j = 1; j < r; ++j) {
+        // A pseudo-random other daemon, moved on past those already in the chain: R <= n, so
+        // this ends, and the result is the same on every client.
+        uint32_t cand = static_cast<uint32_t>(splitmix64(splitmix64(ino ^ 0x5bd1e995u) + chunk_index * kMaxReplicas + j) % n);
+        while (c.contains(cand)) cand = (cand + 1) % n;
+        c.ranks[c.length++] = cand;
+    }
+    return c;
 }
 
 // The part of a byte range that falls into one chunk.

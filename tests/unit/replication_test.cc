@@ -1,0 +1,303 @@
+// replication_test: chain replication (docs/replication.md) on whole small clusters of real
+// jobfsd processes, 3FS style: each case names {chunk size, stripe count, replicas, daemons},
+// faults are real (kill -9 of a daemon, bytes flipped in a chunk file on disk).
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cinttypes>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "client/client.h"
+#include "client/layout.h"
+#include "client/local_cluster.h"
+#include "test_util.h"
+
+namespace jobfs::client {
+namespace {
+
+using test::pattern;
+namespace fs = std::filesystem;
+
+std::string jobfsd_path() {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    std::string dir(self);
+    return dir.substr(0, dir.rfind('/')) + "/../../server/jobfsd";
+}
+
+// ---- placement: a pure function ----------------------------------------------------------
+
+TEST(ChainPlacement, DistinctDaemonsHeadWhereR1PutsTheChunk) {
+    for (uint32_t n = 1; n <= 8; ++n)
+        for (uint32_t r = 1; r <= 3; ++r)
+            for (uint64_t ino = 1; ino < 50; ++ino)
+                for (uint64_t i = 0; i < 50; ++i) {
+                    const Layout l{1 << 20, 0, r};
+                    const Chain c = chunk_chain(ino, i, l, n);
+                    ASSERT_EQ(c.length, std::min(r, n));
+                    EXPECT_EQ(c.head(), chunk_daemon(ino, i, l, n));
+                    std::set<uint32_t> distinct(c.ranks.begin(), c.ranks.begin() + c.length);
+                    EXPECT_EQ(distinct.size(), c.length);
+                    for (uint32_t k = 0; k < c.length; ++k) EXPECT_LT(c.ranks[k], n);
+                    EXPECT_EQ(c, chunk_chain(ino, i, l, n)); // deterministic
+                }
+}
+
+// When a daemon is lost, the surviving copies of its chunks must be spread over all the
+// others, so that re-copying them loads every daemon alike (and no single one is the bottleneck).
+TEST(ChainPlacement, CopiesOfOneDaemonsChunksSpreadOverAllOthers) {
+    const uint32_t n = 6;
+    const Layout l{1 << 20, 0, 2};
+    std::map<uint32_t, uint64_t> partners;
+    uint64_t total = 0;
+    for (uint64_t ino = 1; ino < 200; ++ino)
+        for (uint64_t i = 0; i < 64; ++i) {
+            const Chain c = chunk_chain(ino, i, l, n);
+            if (!c.contains(0)) continue;
+            for (uint32_t k = 0; k < c.length; ++k)
+                if (c.ranks[k] != 0) partners[c.ranks[k]]++;
+            total++;
+        }
+    ASSERT_EQ(partners.size(), n - 1);
+    for (auto& [rank, count] : partners) {
+        EXPECT_GT(count, total / (n - 1) * 7 / 10) << "daemon " << rank;
+        EXPECT_LT(count, total / (n - 1) * 13 / 10) << "daemon " << rank;
+    }
+}
+
+// ---- clusters ----------------------------------------------------------------------------
+
+struct ClusterShape {
+    uint32_t chunk_size;
+    uint32_t stripe_count;
+    uint32_t replicas;
+    uint32_t daemons;
+};
+
+std::string shape_name(const ::testing::TestParamInfo<ClusterShape>& p) {
+    return "chunk" + std::to_string(p.param.chunk_size >> 10) + "k_stripe" + std::to_string(p.param.stripe_count) +
+           "_r" + std::to_string(p.param.replicas) + "_n" + std::to_string(p.param.daemons);
+}
+
+class ReplicationTest : public ::testing::TestWithParam<ClusterShape> {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/jobfs-repl-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        start();
+    }
+    void start() {
+        LocalClusterOptions o;
+        o.jobfsd = jobfsd_path();
+        o.dir = dir;
+        o.daemons = GetParam().daemons;
+        o.extra_args = {"--chunk-size", std::to_string(GetParam().chunk_size), "--replicas",
+                        std::to_string(GetParam().replicas), "--stripe-count", std::to_string(GetParam().stripe_count)};
+        auto c = LocalCluster::start(o);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        cluster = std::move(*c);
+        auto cl = Client::connect(cluster->info());
+        ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+        client = std::move(*cl);
+    }
+    void TearDown() override {
+        client.reset();
+        cluster.reset();
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    Layout layout() const { return Layout{GetParam().chunk_size, GetParam().stripe_count, GetParam().replicas}; }
+    Result<uint64_t> write_file(const std::string& path, const std::vector<uint8_t>& data) {
+        auto f = client->open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (!f.ok()) return f.status();
+        Status s = client->pwrite(**f, 0, data);
+        if (!s.ok()) return s;
+        const uint64_t ino = (*f)->ino;
+        JOBFS_RETURN_IF_ERROR(client->close(**f));
+        return ino;
+    }
+    Result<std::vector<uint8_t>> read_file(const std::string& path) {
+        auto f = client->open(path, O_RDONLY);
+        if (!f.ok()) return f.status();
+        std::vector<uint8_t> out((*f)->size());
+        auto n = client->pread(**f, 0, out);
+        if (!n.ok()) return n.status();
+        out.resize(*n);
+        return out;
+    }
+    std::string chunk_path(uint32_t rank, uint64_t ino, uint64_t index) const {
+        char b[64];
+        std::snprintf(b, sizeof b, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
+        return dir + "/data" + std::to_string(rank) + "/chunks" + b;
+    }
+    std::string log_of(uint32_t rank) const {
+        std::ifstream in(dir + "/jobfsd." + std::to_string(rank) + ".log");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    }
+
+    std::string dir;
+    std::unique_ptr<LocalCluster> cluster;
+    std::unique_ptr<Client> client;
+};
+
+// Every chunk is on exactly the daemons of its chain, byte for byte, and reads back exactly
+// (reads are spread over the replicas, so every copy gets read).
+TEST_P(ReplicationTest, EveryChunkIsStoredOnEveryDaemonOfItsChain) {
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 7 + 12345, 1);
+    auto ino = write_file("/ckpt", data);
+    ASSERT_TRUE(ino.ok()) << ino.status().to_string();
+    auto st = client->stat("/ckpt");
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->replicas, GetParam().replicas);
+    const uint32_t n = GetParam().daemons;
+    for (uint64_t i = 0; i < 8; ++i) {
+        const Chain c = chunk_chain(*ino, i, layout(), n);
+        ASSERT_EQ(c.length, std::min(GetParam().replicas, n));
+        const uint64_t len = std::min<uint64_t>(cs, data.size() - i * cs);
+        for (uint32_t rank = 0; rank < n; ++rank) {
+            const std::string p = chunk_path(rank, *ino, i);
+            if (!c.contains(rank)) {
+                EXPECT_FALSE(fs::exists(p)) << p;
+                continue;
+            }
+            std::ifstream in(p, std::ios::binary);
+            std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+            ASSERT_EQ(disk.size(), len) << p;
+            EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) << p;
+        }
+    }
+    for (int k = 0; k < 3; ++k) {
+        auto back = read_file("/ckpt");
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, data);
+    }
+}
+
+// Bytes flipped in one copy on disk: the read still returns the right data, the daemon logs
+// the mismatch and repairs its copy from another replica.
+TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
+    if (GetParam().replicas < 2) GTEST_SKIP() << "a single copy cannot be repaired (R=1 gives EIO: chunk_store_test)";
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 4, 2);
+    auto ino = write_file("/f", data);
+    ASSERT_TRUE(ino.ok()) << ino.status().to_string();
+    const uint32_t n = GetParam().daemons;
+    // Corrupt every copy but the last of every chunk in turn: whichever replica a read goes to,
+    // a good one exists.
+    std::vector<std::pair<uint32_t, uint64_t>> corrupted;
+    for (uint64_t i = 0; i < 4; ++i) {
+        const Chain c = chunk_chain(*ino, i, layout(), n);
+        for (uint32_t k = 0; k + 1 < c.length; ++k) {
+            const std::string p = chunk_path(c.ranks[k], *ino, i);
+            std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+            ASSERT_TRUE(f) << p;
+            f.seekp(static_cast<std::streamoff>(cs / 2 + 17));
+            f.put('\x5a').put('\xa5');
+            corrupted.emplace_back(c.ranks[k], i);
+        }
+    }
+    auto back = read_file("/f");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, data);
+    // Read again so that every replica is asked (reads rotate over the chain): all repaired.
+    for (int k = 0; k < 3; ++k) {
+        auto again = read_file("/f");
+        ASSERT_TRUE(again.ok()) << again.status().to_string();
+        EXPECT_EQ(*again, data);
+    }
+    size_t repaired = 0;
+    for (auto& [rank, i] : corrupted) {
+        std::ifstream in(chunk_path(rank, *ino, i), std::ios::binary);
+        std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+        if (disk.size() == cs && std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) repaired++;
+    }
+    EXPECT_EQ(repaired, corrupted.size());
+    std::string logs;
+    for (uint32_t r = 0; r < n; ++r) logs += log_of(r);
+    EXPECT_NE(logs.find("checksum mismatch"), std::string::npos);
+    EXPECT_NE(logs.find("repaired chunk"), std::string::npos);
+}
+
+// A daemon killed: with R >= 2 every byte still reads back from the surviving copies; with
+// R = 1 its chunks fail promptly with an error, never with wrong data.
+TEST_P(ReplicationTest, KilledDaemonReadsFromSurvivorsOrFailsPromptly) {
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 9 + 4321, 3);
+    ASSERT_TRUE(write_file("/f", data).ok());
+    cluster->kill(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto back = read_file("/f");
+    if (GetParam().replicas >= 2) {
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, data);
+    } else {
+        ASSERT_FALSE(back.ok());
+        const int e = back.status().to_errno();
+        EXPECT_TRUE(e == ENOTCONN || e == ECONNREFUSED || e == EIO || e == ECANCELED) << back.status().to_string();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ReplicationTest,
+                         ::testing::Values(ClusterShape{1 << 20, 0, 1, 3}, ClusterShape{1 << 20, 0, 2, 3},
+                                           ClusterShape{256 << 10, 2, 2, 3}, ClusterShape{1 << 20, 0, 3, 3},
+                                           ClusterShape{512 << 10, 0, 2, 4}),
+                         shape_name);
+
+// ---- layout: R per file and per directory -------------------------------------------------
+
+TEST(ReplicationLayout, ConfigDefaultDirectoryInheritanceAndBadValues) {
+    test::TempDir dir("jobfs-repl-layout");
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir.path();
+    o.daemons = 3;
+    o.extra_args = {"--chunk-size", "1M", "--replicas", "2"};
+    auto cluster = LocalCluster::start(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
+    auto c = Client::connect((*cluster)->info());
+    ASSERT_TRUE(c.ok());
+    Client& cl = **c;
+    auto f = cl.open("/default", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(cl.layout(**f).replicas, 2u); // the daemons' replicas=
+    ASSERT_TRUE(cl.close(**f).ok());
+    ASSERT_TRUE(cl.mkdir("/three").ok());
+    auto d = cl.set_layout("/three", Layout{0, 0, 3});
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_EQ(d->replicas, 3u);
+    auto g = cl.open("/three/g", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(cl.layout(**g).replicas, 3u); // inherited from the directory
+    ASSERT_TRUE(cl.close(**g).ok());
+    auto h = cl.open("/three/h", O_CREAT | O_WRONLY, 0644, Layout{0, 0, 1});
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(cl.layout(**h).replicas, 1u); // the file's own choice wins
+    ASSERT_TRUE(cl.close(**h).ok());
+    ASSERT_TRUE(cl.mkdir("/three/sub").ok());
+    EXPECT_EQ(cl.stat("/three/sub")->replicas, 3u); // new directories inherit it too
+    auto bad = cl.set_layout("/three", Layout{0, 0, 4});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::invalid);
+    // A file with data keeps its replication: changing it would need a copy.
+    auto w = cl.open("/w", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(cl.pwrite(**w, 0, pattern(1000, 5)).ok());
+    ASSERT_TRUE(cl.close(**w).ok());
+    auto busy = cl.set_layout("/w", Layout{0, 0, 3});
+    ASSERT_FALSE(busy.ok());
+    EXPECT_EQ(busy.status().code(), Code::busy);
+}
+
+} // namespace
+} // namespace jobfs::client
