@@ -413,6 +413,11 @@ Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& la
     return r;
 }
 
+Result<proto::ChainTable> Client::chain_table() {
+    JOBFS_RETURN_IF_ERROR(io_->refresh_table());
+    return io_->table();
+}
+
 // ---- files ----------------------------------------------------------------------------------
 
 Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, uint32_t mode, const Layout& layout) {

@@ -75,12 +75,13 @@ public:
     // (heartbeats: failure-timeout-ms, 1.5 s by default).
     static constexpr std::chrono::milliseconds kFailoverTimeout{20000};
 
-private:
-    Status check(const Layout& layout) const;
     // The chain of a chunk under `t`: for writes the serving daemons in placement order, then the
     // syncing ones (they take writes at the tail while they catch up); for reads the serving ones.
     Chain write_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
     Chain read_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
+
+private:
+    Status check(const Layout& layout) const;
     proto::ChainTable current_table() const; // fetched once if never
 
     std::vector<transport::Endpoint> daemons_;

@@ -9,6 +9,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \
 	client/inode_client.h client/inode_client.cc \
+	client/scrub.h client/scrub.cc \
 	client/local_cluster.h client/local_cluster.cc
 client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(ISAL_CFLAGS)
 client_libjobfs_client_la_LIBADD = ucx-transport/libjobfs_transport.la $(ISAL_LIBS)

@@ -107,6 +107,18 @@ Status ChunkService::repair_from(ChunkId id, uint32_t source_rank) {
     return Status::OK();
 }
 
+Result<std::vector<uint8_t>> ChunkService::read_whole(ChunkId id) {
+    std::vector<uint8_t> data;
+    for (uint64_t off = 0;; off += kRepairPiece) {
+        data.resize(off + kRepairPiece);
+        auto n = store_.read(id, off, std::span<uint8_t>(data.data() + off, kRepairPiece));
+        if (!n.ok()) return n.status();
+        data.resize(off + *n);
+        if (*n < kRepairPiece || data.size() >= store_.chunk_size()) break;
+    }
+    return data;
+}
+
 ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool, uint32_t rank,
                            PeerFn peer, TableVersionFn table_version)
     : store_(store), pool_(pool), rank_(rank), peer_(std::move(peer)), table_version_(std::move(table_version)) {
@@ -217,6 +229,41 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
                                                  if (v.ok() && v->committed >= pending) return serve_read(call, req);
                                                  redirect();
                                              });
+    });
+    rpc::serve<proto::ChunkScrub>(worker, [self](ServerCall call, proto::ChunkScrubRequest&& req) {
+        boost::asio::post(self->pool_, [self, call, req] {
+            const ChunkId id{req.chunk.ino, req.chunk.index};
+            proto::ChunkScrubResponse out;
+            auto data = self->read_whole(id);
+            uint32_t source = req.repair_from;
+            if (!data.ok()) {
+                if (data.status().code() != Code::io) return call.reply(data.status());
+                self->checksum_errors_++;
+                out.corrupt = true;
+                JOBFS_ERROR("scrub: chunk %llu.%llu is corrupt: %s", static_cast<unsigned long long>(id.ino),
+                            static_cast<unsigned long long>(id.index), data.status().message().c_str());
+            }
+            if (out.corrupt || source != proto::kNoRank) {
+                Status s = Status(Code::io, "no other copy to repair from");
+                if (source != proto::kNoRank && source != self->rank_) {
+                    s = self->repair_from(id, source);
+                } else {
+                    for (uint32_t other : req.chain) {
+                        if (other == self->rank_) continue;
+                        s = self->repair_from(id, other);
+                        if (s.ok()) break;
+                    }
+                }
+                if (!s.ok()) return call.reply(s.with_context("scrub repair of chunk " + std::to_string(id.ino) + "." +
+                                                              std::to_string(id.index)));
+                out.repaired = true;
+                data = self->read_whole(id);
+                if (!data.ok()) return call.reply(data.status());
+            }
+            out.length = data->size();
+            out.crc = transport::crc32c(*data);
+            rpc::reply<proto::ChunkScrub>(call, out);
+        });
     });
     rpc::serve<proto::ChunkVersion>(worker, [self](ServerCall call, proto::ChunkRef&& req) {
         rpc::reply<proto::ChunkVersion>(call, proto::ChunkVersionResponse{self->committed(ChunkId{req.ino, req.index})});

@@ -48,6 +48,9 @@ public:
     // (repair after a checksum error; resync). Blocking: call on the pool only.
     Status repair_from(ChunkId id, uint32_t source_rank);
 
+    // The whole local copy of a chunk, every block verified (scrub, repair source checks).
+    Result<std::vector<uint8_t>> read_whole(ChunkId id);
+
 private:
     struct ChunkIdHash {
         size_t operator()(const ChunkId& c) const { return std::hash<uint64_t>()(c.ino * 0x9e3779b97f4a7c15ull ^ c.index); }

@@ -66,6 +66,26 @@ struct ChunkReadResponse {
     JOBFS_FIELDS(length, crcs, dirty)
 };
 
+// Scrub (jobfs scrub): the daemon reads its whole copy of the chunk and checks every block. A
+// corrupt copy is repaired from another member of `chain`; `repair_from` (a rank; kNoRank:
+// none) makes it replace its copy with that daemon's even when its own checks out (the scrub
+// found the replicas differ: a write this daemon missed). The answer describes the copy
+// after any repair: its length and the CRC32C of all its bytes, to compare replicas.
+constexpr uint32_t kNoRank = 0xffffffffu;
+struct ChunkScrubRequest {
+    ChunkRef chunk;
+    std::vector<uint32_t> chain;
+    uint32_t repair_from = kNoRank;
+    JOBFS_FIELDS(chunk, chain, repair_from)
+};
+struct ChunkScrubResponse {
+    uint64_t length = 0;
+    uint32_t crc = 0;
+    bool corrupt = false;  // the copy failed its checks
+    bool repaired = false; // and was replaced (or replaced on request)
+    JOBFS_FIELDS(length, crc, corrupt, repaired)
+};
+
 // Between daemons: the newest version of a chunk whose write the tail has stored.
 struct ChunkVersionResponse {
     uint64_t committed = 0;
@@ -109,6 +129,7 @@ JOBFS_RPC(FileRemoveChunks, 36, FileChunksRequest, Empty);
 JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
 JOBFS_RPC(DaemonStats, 38, Empty, DaemonStatsResponse);
 JOBFS_RPC(ChunkVersion, 39, ChunkRef, ChunkVersionResponse);
+JOBFS_RPC(ChunkScrub, 43, ChunkScrubRequest, ChunkScrubResponse);
 
 // ---- membership (server/membership): heartbeats and the chain table ------------------------
 // The chain table says which daemons serve chunks. A chunk's chain is the placement of

@@ -16,6 +16,7 @@
 #include "client/client.h"
 #include "client/layout.h"
 #include "client/local_cluster.h"
+#include "client/scrub.h"
 #include "test_util.h"
 
 namespace jobfs::client {
@@ -253,6 +254,167 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ReplicationTest,
                                            ClusterShape{256 << 10, 2, 2, 3}, ClusterShape{1 << 20, 0, 3, 3},
                                            ClusterShape{512 << 10, 0, 2, 4}),
                          shape_name);
+
+// ---- scrub ---------------------------------------------------------------------------------
+
+std::string jobfs_cli_path() {
+    const std::string d = jobfsd_path();
+    return d.substr(0, d.rfind("/server/")) + "/client/jobfs";
+}
+
+// A flipped byte in one copy and a copy that lost its second half (a write it missed, with its
+// checksums consistent): the scrub finds both, repairs both from the other replica and says
+// so; a second scrub finds nothing. `jobfs scrub` prints the report and exits 0.
+TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
+    test::TempDir dir("jobfs-repl-scrub");
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir.path();
+    o.daemons = 3;
+    o.extra_args = {"--chunk-size", "1M", "--replicas", "2"};
+    auto cluster = LocalCluster::start(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
+    auto c = Client::connect((*cluster)->info());
+    ASSERT_TRUE(c.ok());
+    Client& cl = **c;
+    ASSERT_TRUE(cl.mkdir("/d").ok());
+    const auto data = pattern(5 << 20, 11);
+    auto f = cl.open("/d/f", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(cl.pwrite(**f, 0, data).ok());
+    const uint64_t ino = (*f)->ino;
+    const Layout l = cl.layout(**f);
+    ASSERT_TRUE(cl.close(**f).ok());
+    auto chunk_file = [&](uint32_t rank, uint64_t index) {
+        char b[64];
+        std::snprintf(b, sizeof b, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
+        return dir.path() + "/data" + std::to_string(rank) + "/chunks" + b;
+    };
+    const Chain c0 = chunk_chain(ino, 0, l, 3), c3 = chunk_chain(ino, 3, l, 3);
+    {
+        std::fstream bad(chunk_file(c0.head(), 0), std::ios::in | std::ios::out | std::ios::binary);
+        bad.seekp(300000);
+        bad.put('\x01');
+    }
+    // Half of chunk 3 gone on its head: data and checksums cut together, so the copy checks out.
+    fs::resize_file(chunk_file(c3.head(), 3), 512 << 10);
+    fs::resize_file(chunk_file(c3.head(), 3) + ".crc", (512 << 10) / (64 << 10) * 8);
+
+    auto rep = scrub(cl, "/");
+    ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+    EXPECT_EQ(rep->files, 1u);
+    EXPECT_EQ(rep->chunks, 5u);
+    EXPECT_EQ(rep->copies, 10u);
+    EXPECT_EQ(rep->corrupt, 1u);
+    EXPECT_EQ(rep->mismatched, 1u);
+    EXPECT_EQ(rep->repaired, 2u);
+    EXPECT_EQ(rep->unrepaired, 0u);
+    EXPECT_EQ(rep->unreachable, 0u);
+    for (auto [rank, index] : {std::pair{c0.head(), uint64_t{0}}, std::pair{c3.head(), uint64_t{3}}}) {
+        std::ifstream in(chunk_file(rank, index), std::ios::binary);
+        std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+        ASSERT_EQ(disk.size(), 1u << 20);
+        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (index << 20))) << "chunk " << index;
+    }
+    auto again = scrub(cl, "/d");
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->corrupt + again->mismatched + again->repaired, 0u);
+    EXPECT_EQ(again->bytes, 2 * data.size());
+
+    const std::string cmd = "JOBFS_CLUSTER=" + (*cluster)->descriptor_path() + " " + jobfs_cli_path() + " scrub -q / 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    EXPECT_EQ(::pclose(p), 0) << out;
+    EXPECT_NE(out.find("scrub /: 1 files, 5 chunks, 10 copies"), std::string::npos) << out;
+    EXPECT_NE(out.find("0 corrupt, 0 differing, 0 repaired"), std::string::npos) << out;
+}
+
+// ---- failures: kill -9 in the middle of a checkpoint ---------------------------------------
+
+// R=2 on 3 daemons: a daemon killed while one process writes a large checkpoint. Every write
+// call returns success (the client writes a piece again once the manager's new chain table
+// leaves the dead daemon out), the table says so, and every byte reads back exactly.
+TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
+    test::TempDir dir("jobfs-repl-kill");
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir.path();
+    o.daemons = 3;
+    o.extra_args = {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100"};
+    auto cluster = LocalCluster::start(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
+    auto c = Client::connect((*cluster)->info());
+    ASSERT_TRUE(c.ok());
+    Client& cl = **c;
+    auto before = cl.chain_table();
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(before->version, 1u);
+
+    const size_t piece = 4 << 20, pieces = 48; // 192 MiB
+    const auto data = pattern(piece * pieces, 9);
+    auto f = cl.open("/ckpt", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_TRUE(f.ok());
+    for (size_t i = 0; i < pieces; ++i) {
+        if (i == pieces / 3) (*cluster)->kill(2); // daemon 2 holds chunks and copies; the root is on 0
+        Status s = cl.pwrite(**f, i * piece, std::span<const uint8_t>(data.data() + i * piece, piece));
+        ASSERT_TRUE(s.ok()) << "piece " << i << ": " << s.to_string();
+    }
+    ASSERT_TRUE(cl.close(**f).ok());
+    auto after = cl.chain_table();
+    ASSERT_TRUE(after.ok());
+    EXPECT_GT(after->version, 1u);
+    ASSERT_EQ(after->states.size(), 3u);
+    EXPECT_EQ(after->states[2], proto::kDaemonOffline);
+    EXPECT_EQ(after->states[0], proto::kDaemonServing);
+
+    auto r = cl.open("/ckpt", O_RDONLY);
+    ASSERT_TRUE(r.ok());
+    std::vector<uint8_t> back(data.size());
+    auto n = cl.pread(**r, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    ASSERT_EQ(*n, data.size());
+    EXPECT_TRUE(back == data);
+}
+
+// R=1: a killed daemon's chunks fail promptly (writes and reads), never wrong data, no hang.
+TEST(ReplicationFailover, SingleCopyLossGivesPromptErrors) {
+    test::TempDir dir("jobfs-repl-r1");
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir.path();
+    o.daemons = 3;
+    o.extra_args = {"--chunk-size", "1M", "--replicas", "1"};
+    auto cluster = LocalCluster::start(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
+    auto c = Client::connect((*cluster)->info());
+    ASSERT_TRUE(c.ok());
+    Client& cl = **c;
+    const auto data = pattern(6 << 20, 4);
+    auto f = cl.open("/f", O_CREAT | O_RDWR, 0644);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(cl.pwrite(**f, 0, data).ok());
+    ASSERT_TRUE(cl.fsync(**f).ok());
+    (*cluster)->kill(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status w = cl.pwrite(**f, 0, data);
+    EXPECT_FALSE(w.ok());
+    std::vector<uint8_t> back(data.size());
+    auto n = cl.pread(**f, 0, back);
+    EXPECT_FALSE(n.ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    // The chunks of the surviving daemons still read back exactly.
+    const Layout l = cl.layout(**f);
+    for (uint64_t i = 0; i < 6; ++i) {
+        if (chunk_daemon((*f)->ino, i, l, 3) == 1) continue;
+        std::vector<uint8_t> part(1 << 20);
+        auto m = cl.pread(**f, i << 20, part);
+        ASSERT_TRUE(m.ok()) << m.status().to_string();
+        EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + (i << 20)));
+    }
+}
 
 // ---- layout: R per file and per directory -------------------------------------------------
 
