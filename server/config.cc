@@ -33,7 +33,7 @@ struct Table {
     DaemonConfig c;
     ByteSize chunk{4ull << 20};
     std::string daemons;
-    long call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 1500;
+    long call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 5000;
 
     Table() {
         desc.add_options()

@@ -32,7 +32,7 @@ struct DaemonConfig {
     std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms
     std::chrono::milliseconds startup_timeout{60000}; // startup-timeout-ms: wait for the group
     std::chrono::milliseconds heartbeat{200};          // heartbeat-ms: between heartbeats to each peer
-    std::chrono::milliseconds failure_timeout{1500};   // failure-timeout-ms: silence that makes a daemon offline
+    std::chrono::milliseconds failure_timeout{5000};   // failure-timeout-ms: silence that makes a daemon offline
     std::string log_level = "warn";     // log-level: error, warn, info, debug
 };
 

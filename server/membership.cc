@@ -30,6 +30,8 @@ Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, 
     table_.sync_done.assign(size, 0);
     table_.sync_total.assign(size, 0);
     last_seen_.assign(size, Clock::now());
+    broken_.assign(size, false);
+    outstanding_.assign(size, false);
     auto* self = this;
     rpc::serve<proto::Heartbeat>(worker, [self](ServerCall call, proto::HeartbeatRequest&& req) {
         uint64_t v;
@@ -95,7 +97,7 @@ bool Membership::accept(const proto::ChainTable& t) {
 }
 
 bool Membership::alive(uint32_t r, Clock::time_point now) const {
-    return r == rank_ || now - last_seen_[r] < options_.failure_timeout;
+    return r == rank_ || (!broken_[r] && now - last_seen_[r] < options_.failure_timeout);
 }
 
 void Membership::set_sync_progress(uint64_t done, uint64_t total) {
@@ -131,18 +133,33 @@ void Membership::heartbeat_all() {
     const uint64_t v = table_version();
     for (uint32_t r = 0; r < size_; ++r) {
         if (r == rank_) continue;
+        {
+            std::lock_guard l(mu_);
+            if (outstanding_[r]) continue; // a slow peer gets no pile of heartbeats
+            outstanding_[r] = true;
+        }
         auto ep = peer_(r);
-        if (!ep.ok()) continue;
+        if (!ep.ok()) {
+            std::lock_guard l(mu_);
+            outstanding_[r] = false;
+            broken_[r] = true;
+            continue;
+        }
         transport::CallOptions o;
-        o.timeout = options_.interval * 2;
+        o.timeout = options_.failure_timeout;
         rpc::call_async<proto::Heartbeat>(*ep, proto::HeartbeatRequest{rank_, v}, o,
                                           [this, r](Result<proto::HeartbeatResponse> res, size_t) {
-                                              if (!res.ok()) return;
-                                              bool behind;
+                                              bool behind = false;
                                               {
                                                   std::lock_guard l(mu_);
-                                                  last_seen_[r] = Clock::now();
-                                                  behind = res->table_version > table_.version;
+                                                  outstanding_[r] = false;
+                                                  if (res.ok()) {
+                                                      last_seen_[r] = Clock::now();
+                                                      broken_[r] = false;
+                                                      behind = res->table_version > table_.version;
+                                                  } else if (res.status().code() != Code::timeout) {
+                                                      broken_[r] = true; // died: no need to wait out the silence
+                                                  }
                                               }
                                               if (behind) fetch_from(r);
                                           });
@@ -169,11 +186,15 @@ void Membership::manage() {
             break;
         }
     if (manager != rank_) return;
+    // Only a manager that hears from a majority takes daemons offline.
+    uint32_t heard = 0;
+    for (uint32_t r = 0; r < size_; ++r) heard += alive(r, now) ? 1 : 0;
+    if (2 * heard <= size_) return;
     bool changed = false;
     for (uint32_t r = 0; r < size_; ++r) {
         if (r == rank_ || table_.states[r] == proto::kDaemonOffline || alive(r, now)) continue;
-        JOBFS_WARN("daemon %u missed its heartbeats for %lld ms: offline (chain table %llu, manager %u)", r,
-                   static_cast<long long>(options_.failure_timeout.count()),
+        JOBFS_WARN("daemon %u is lost (%s): offline (chain table %llu, manager %u)", r,
+                   broken_[r] ? "connection broken" : "silent too long",
                    static_cast<unsigned long long>(table_.version + 1), rank_);
         table_.states[r] = proto::kDaemonOffline;
         table_.sync_done[r] = table_.sync_total[r] = 0;

@@ -3,9 +3,13 @@
 //
 // Every daemon sends a heartbeat to every peer each `interval` and notes when each answered.
 // The manager is the lowest-ranked daemon this daemon hears from (itself included), so it is
-// chosen without an election and replaced as soon as it stops answering. When the manager has
-// not heard from a serving daemon for `failure_timeout`, it marks it offline in a new version
-// of the chain table and pushes the table to every daemon it hears from; chains then leave the
+// chosen without an election and replaced as soon as it stops answering. A daemon is lost when
+// its connection is broken (the heartbeat fails at once: the process died, the host reset the
+// connection) or when it has been silent for `failure_timeout` (a hung or unreachable node;
+// long enough that a daemon slowed down by a full disk is not taken for dead). Then, if the
+// manager still hears from a majority of the daemons (so a manager cut off from the others does
+// not take them all offline), it marks the lost daemon offline in a new version of the chain
+// table and pushes the table to every daemon it hears from; chains then leave the
 // lost daemon out and keep serving. A daemon that learns of a newer version (a heartbeat's
 // answer names it) fetches it. Clients fetch the table from any daemon and refresh it when a
 // daemon answers Code::again (their table is older) or a chain member does not answer.
@@ -35,7 +39,7 @@ public:
     using PeerFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
     struct Options {
         std::chrono::milliseconds interval{200};
-        std::chrono::milliseconds failure_timeout{1500};
+        std::chrono::milliseconds failure_timeout{5000};
     };
 
     // Registers the membership RPCs on `worker`; the table starts at version 1 with every
@@ -76,6 +80,8 @@ private:
     mutable std::mutex mu_;
     proto::ChainTable table_;
     std::vector<std::chrono::steady_clock::time_point> last_seen_; // by rank
+    std::vector<bool> broken_;       // by rank: the last heartbeat failed on a broken connection
+    std::vector<bool> outstanding_;  // by rank: a heartbeat is on its way (one at a time)
 
     std::mutex stop_mu_;
     std::condition_variable stop_cv_;
