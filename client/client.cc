@@ -77,7 +77,12 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     auto eps = connect_daemons(*c->worker_, cluster);
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
-    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
+    transport::Worker* worker = c->worker_.get();
+    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout, [worker, cluster](uint32_t r) -> Result<transport::Endpoint> {
+        const std::string& d = cluster.daemons[r];
+        const size_t colon = d.rfind(':');
+        return worker->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+    });
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;
 }

@@ -125,8 +125,25 @@ std::vector<uint32_t> chain_ranks(const Chain& c) {
 
 } // namespace
 
-FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout)
-    : daemons_(std::move(daemons)), timeout_(timeout) {}
+FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout, ReconnectFn reconnect)
+    : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)) {}
+
+transport::Endpoint FileIO::endpoint(uint32_t rank) const {
+    std::lock_guard l(eps_mu_);
+    return daemons_[rank];
+}
+
+void FileIO::heal(uint32_t rank) const {
+    if (!reconnect_ || rank >= daemons_.size()) return;
+    {
+        std::lock_guard l(eps_mu_);
+        if (daemons_[rank].valid() && daemons_[rank].health().ok()) return;
+    }
+    auto ep = reconnect_(rank);
+    if (!ep.ok()) return;
+    std::lock_guard l(eps_mu_);
+    daemons_[rank] = *ep;
+}
 
 Status FileIO::check(const Layout& layout) const {
     if (daemons_.empty()) return Status(Code::invalid, "no data daemons to store chunks on");
@@ -156,7 +173,7 @@ Status FileIO::refresh_table() const {
             CallOptions o;
             o.timeout = std::min(timeout_, std::chrono::milliseconds(2000));
             if (!fan.acquire()) break;
-            rpc::call_async<proto::ChainTableGet>(daemons_[r], proto::Empty{}, o,
+            rpc::call_async<proto::ChainTableGet>(endpoint(r), proto::Empty{}, o,
                                                   [finish = fan.completion(), slot = &got[r]](Result<proto::ChainTable> t, size_t) {
                                                       if (t.ok()) *slot = std::move(*t);
                                                       finish(Status::OK()); // a dead daemon has no say
@@ -235,7 +252,7 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
             proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(chain), crcs[i],
                                          0, t.version};
             if (!fan.acquire()) break;
-            const Endpoint& ep = daemons_[rank];
+            const Endpoint ep = endpoint(rank);
             rpc::call_async<proto::ChunkWrite>(ep, req, o, [finish = fan.completion(), slot = &status[i], ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {
                 *slot = r.ok() ? Status::OK() : r.status().with_context(describe(ref, ep));
                 finish(Status::OK());
@@ -250,6 +267,11 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
             }
         if (!failed) return Status::OK();
         if (std::chrono::steady_clock::now() >= deadline) return *failed;
+        // A daemon whose connection broke may be back (restarted, serving again): connect
+        // afresh to those of the failed pieces' chains.
+        for (size_t i = 0; i < pieces.size(); ++i)
+            if (!status[i].ok() && status[i].code() != Code::timeout && status[i].code() != Code::again)
+                heal(write_chain(ino, pieces[i].chunk_index, layout, t).head());
         // Wait for the daemons' manager to publish a table without the lost member.
         const uint64_t before = t.version;
         (void)refresh_table();
@@ -305,6 +327,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                 // is stale, or one died and the chain has changed).
                 if (!replicated || refreshed || !retriable(sl.status.code())) return sl.status;
                 refreshed = true;
+                for (uint32_t k = 0; k < sl.chain.length; ++k) heal(sl.chain.ranks[k]);
                 (void)refresh_table();
                 t = table();
                 for (size_t j = 0; j < pieces.size(); ++j) {
@@ -325,7 +348,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             proto::ChunkReadRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(sl.chain), t.version};
             if (!fan.acquire()) break;
             asked.push_back(i);
-            const Endpoint& ep = daemons_[sl.rank];
+            const Endpoint ep = endpoint(sl.rank);
             rpc::call_async<proto::ChunkRead>(ep, req, o, [finish = fan.completion(), slot = &sl, ep, ref = PieceRef{"chunk read", ino, p.chunk_index, sl.rank}](Result<proto::ChunkReadResponse> r, size_t bulk) {
                 if (r.ok()) {
                     slot->reply = std::move(*r);
@@ -341,7 +364,11 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
         for (size_t i : asked) {
             Slot& sl = slots[i];
             const ChunkPiece& p = pieces[i];
-            if (!sl.status.ok()) continue;
+            if (!sl.status.ok()) {
+                // A broken connection: the daemon may be back; the next read may use it again.
+                if (sl.status.code() == Code::peer_gone || sl.status.code() == Code::cancelled) heal(sl.rank);
+                continue;
+            }
             const proto::ChunkReadResponse& r = sl.reply;
             if (r.dirty) {
                 sl.to_tail = true;
@@ -393,7 +420,7 @@ Status FileIO::truncate_chunks(uint64_t ino, const Layout& layout, uint64_t old_
             const uint32_t rank = chain.ranks[k];
             CallOptions o;
             o.timeout = timeout_;
-            if (!issue<proto::ChunkTruncate>(fan, daemons_[rank], proto::ChunkTruncateRequest{{ino, index}, length}, o,
+            if (!issue<proto::ChunkTruncate>(fan, endpoint(rank), proto::ChunkTruncateRequest{{ino, index}, length}, o,
                                              {"chunk truncate", ino, index, rank}))
                 return false;
         }
@@ -417,7 +444,7 @@ Status FileIO::remove_file(uint64_t ino) const {
         if (t.states.size() == daemon_count() && t.states[rank] == proto::kDaemonOffline) continue;
         CallOptions o;
         o.timeout = timeout_;
-        if (!issue<proto::FileRemoveChunks>(fan, daemons_[rank], proto::FileChunksRequest{ino}, o,
+        if (!issue<proto::FileRemoveChunks>(fan, endpoint(rank), proto::FileChunksRequest{ino}, o,
                                             {"remove chunks", ino, kNoChunk, rank}))
             break;
     }
@@ -437,7 +464,7 @@ Status FileIO::sync(uint64_t ino, const Layout& layout, uint64_t size) const {
             const uint32_t rank = chain.ranks[k];
             CallOptions o;
             o.timeout = timeout_;
-            go = issue<proto::ChunkSync>(fan, daemons_[rank], proto::ChunkRef{ino, index}, o,
+            go = issue<proto::ChunkSync>(fan, endpoint(rank), proto::ChunkRef{ino, index}, o,
                                          {"chunk sync", ino, index, rank});
         }
     }

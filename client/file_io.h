@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -41,8 +42,11 @@ public:
     static constexpr size_t kMaxInFlight = 32;
 
     // `daemons[r]` is the connection to the daemon of rank r; `timeout` is every call's deadline.
+    // Connects afresh to daemon `rank` (it was restarted): endpoints that broke are replaced.
+    using ReconnectFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
+
     explicit FileIO(std::vector<transport::Endpoint> daemons,
-                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000});
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000}, ReconnectFn reconnect = {});
 
     // Writes `data` at `offset` of file `ino`.
     Status pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const;
@@ -82,10 +86,14 @@ public:
 
 private:
     Status check(const Layout& layout) const;
+    transport::Endpoint endpoint(uint32_t rank) const;
+    void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking)
     proto::ChainTable current_table() const; // fetched once if never
 
-    std::vector<transport::Endpoint> daemons_;
+    mutable std::vector<transport::Endpoint> daemons_;
     std::chrono::milliseconds timeout_;
+    mutable std::mutex eps_mu_; // guards daemons_ (heal replaces endpoints)
+    ReconnectFn reconnect_;
     mutable std::atomic<uint64_t> read_turn_{0};
     mutable std::mutex table_mu_;
     mutable proto::ChainTable table_;

@@ -5,7 +5,9 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "block_crc.h"
@@ -80,8 +82,14 @@ uint64_t ChunkService::committed(ChunkId id) {
     return it == versions_.end() ? 0 : it->second.committed();
 }
 
-Status ChunkService::repair_from(ChunkId id, uint32_t source_rank) {
-    if (!peer_) return Status(Code::unsupported, "no peers to repair from");
+uint64_t ChunkService::pending(ChunkId id) {
+    std::lock_guard l(versions_mu_);
+    auto it = versions_.find(id);
+    return it == versions_.end() ? 0 : it->second.pending;
+}
+
+Result<std::vector<uint8_t>> ChunkService::fetch(ChunkId id, uint32_t source_rank) {
+    if (!peer_) return Status(Code::unsupported, "no peers to copy from");
     auto ep = peer_(source_rank);
     if (!ep.ok()) return ep.status();
     std::vector<uint8_t> data;
@@ -90,21 +98,59 @@ Status ChunkService::repair_from(ChunkId id, uint32_t source_rank) {
         transport::CallOptions o;
         o.bulk_in = std::span<uint8_t>(data.data() + off, kRepairPiece);
         auto r = rpc::call<proto::ChunkRead>(*ep, proto::ChunkReadRequest{{id.ino, id.index}, off, kRepairPiece, {}, 0}, o);
-        if (!r.ok()) return r.status().with_context("repair read from daemon " + std::to_string(source_rank));
+        if (!r.ok()) return r.status().with_context("copy from daemon " + std::to_string(source_rank));
         const auto got = std::span<const uint8_t>(data.data() + off, r->length);
         if (transport::first_bad_block(off, got, r->crcs) >= 0)
-            return Status(Code::io, "repair source daemon " + std::to_string(source_rank) + " sent bad data");
+            return Status(Code::io, "daemon " + std::to_string(source_rank) + " sent a corrupt copy");
         data.resize(off + r->length);
         if (r->length < kRepairPiece || data.size() >= store_.chunk_size()) break;
     }
+    return data;
+}
+
+Status ChunkService::install(ChunkId id, const std::vector<uint8_t>& data) {
     // The local copy cannot be trusted anywhere: start from nothing.
     JOBFS_RETURN_IF_ERROR(store_.truncate(id, 0));
-    JOBFS_RETURN_IF_ERROR(store_.write(id, 0, data));
-    JOBFS_RETURN_IF_ERROR(store_.sync(id));
+    if (!data.empty()) JOBFS_RETURN_IF_ERROR(store_.write(id, 0, data));
+    return store_.sync(id);
+}
+
+Status ChunkService::repair_from(ChunkId id, uint32_t source_rank) {
+    auto data = fetch(id, source_rank);
+    if (!data.ok()) return data.status().with_context("repair");
+    {
+        std::unique_lock g(guard(id));
+        JOBFS_RETURN_IF_ERROR(install(id, *data));
+    }
     repairs_++;
     JOBFS_WARN("repaired chunk %llu.%llu (%zu bytes) from daemon %u", static_cast<unsigned long long>(id.ino),
-               static_cast<unsigned long long>(id.index), data.size(), source_rank);
+               static_cast<unsigned long long>(id.index), data->size(), source_rank);
     return Status::OK();
+}
+
+Result<uint64_t> ChunkService::resync_chunk(ChunkId id, uint32_t source) {
+    auto ep = peer_ ? peer_(source) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
+    if (!ep.ok()) return ep.status();
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        const uint64_t seen = pending(id);
+        // The source must hold every write of this chunk that reached us: it stores a write
+        // at the same time as it forwards it here, so wait for its commit.
+        auto v = rpc::call<proto::ChunkVersion>(*ep, proto::ChunkRef{id.ino, id.index});
+        if (!v.ok()) return v.status();
+        if (v->committed < seen) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            continue;
+        }
+        auto data = fetch(id, source);
+        if (!data.ok()) return data.status();
+        std::unique_lock g(guard(id));
+        uint64_t dummy;
+        if (pending(id) != seen || dirty(id, &dummy)) continue; // a write came meanwhile: again
+        JOBFS_RETURN_IF_ERROR(install(id, *data));
+        return static_cast<uint64_t>(data->size());
+    }
+    return Status(Code::busy, "chunk " + std::to_string(id.ino) + "." + std::to_string(id.index) +
+                                  " kept changing during its resync");
 }
 
 Result<std::vector<uint8_t>> ChunkService::read_whole(ChunkId id) {
@@ -178,7 +224,12 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
                         });
                     }
                 }
-                finish(self->store_.write(id, r->offset, *buf));
+                Status stored;
+                {
+                    std::shared_lock g(self->guard(id));
+                    stored = self->store_.write(id, r->offset, *buf);
+                }
+                finish(std::move(stored));
             });
         });
     });
@@ -263,6 +314,13 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             out.length = data->size();
             out.crc = transport::crc32c(*data);
             rpc::reply<proto::ChunkScrub>(call, out);
+        });
+    });
+    rpc::serve<proto::ChunkResync>(worker, [self](ServerCall call, proto::ChunkResyncRequest&& req) {
+        boost::asio::post(self->resync_pool_, [self, call, req] {
+            auto n = self->resync_chunk(ChunkId{req.chunk.ino, req.chunk.index}, req.source);
+            if (!n.ok()) return call.reply(n.status());
+            rpc::reply<proto::ChunkResync>(call, proto::ResyncResponse{1, *n});
         });
     });
     rpc::serve<proto::ChunkVersion>(worker, [self](ServerCall call, proto::ChunkRef&& req) {

@@ -18,7 +18,9 @@
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <array>
 #include <atomic>
+#include <shared_mutex>
 #include <functional>
 #include <set>
 #include <mutex>
@@ -48,6 +50,12 @@ public:
     // (repair after a checksum error; resync). Blocking: call on the pool only.
     Status repair_from(ChunkId id, uint32_t source_rank);
 
+    // Replaces the local copy of a chunk with `source`'s, safely while writes go on (resync):
+    // waits until the source has stored every write of the chunk this daemon has seen, copies,
+    // and installs the copy only if no write arrived here meanwhile (else copies again).
+    // Returns the bytes copied. Blocking: call on a thread of its own.
+    Result<uint64_t> resync_chunk(ChunkId id, uint32_t source);
+
     // The whole local copy of a chunk, every block verified (scrub, repair source checks).
     Result<std::vector<uint8_t>> read_whole(ChunkId id);
 
@@ -68,6 +76,12 @@ private:
     // True with the newest version seen when a write of the chunk is still in flight.
     bool dirty(ChunkId id, uint64_t* pending);
     uint64_t committed(ChunkId id);
+    uint64_t pending(ChunkId id);
+    // Writes hold a chunk's guard shared while they store; resync holds it exclusively while it
+    // checks that no write came and installs its copy.
+    std::shared_mutex& guard(ChunkId id) { return guards_[ChunkIdHash()(id) % guards_.size()]; }
+    Status install(ChunkId id, const std::vector<uint8_t>& data);
+    Result<std::vector<uint8_t>> fetch(ChunkId id, uint32_t source);
 
     ChunkStore& store_;
     boost::asio::thread_pool& pool_;
@@ -76,6 +90,8 @@ private:
     TableVersionFn table_version_;
     std::mutex versions_mu_;
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
+    std::array<std::shared_mutex, 64> guards_;
+    boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
     std::atomic<uint64_t> repairs_{0};
     std::atomic<uint64_t> checksum_errors_{0};
 };

@@ -22,8 +22,9 @@ const char* state_name(uint8_t s) {
 
 } // namespace
 
-Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, Options options)
-    : rank_(rank), size_(size), peer_(std::move(peer)), options_(options) {
+Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, ReconnectFn reconnect,
+                       Options options)
+    : rank_(rank), size_(size), peer_(std::move(peer)), reconnect_(std::move(reconnect)), options_(options) {
     table_.version = 1;
     table_.manager = 0;
     table_.states.assign(size, proto::kDaemonServing);
@@ -53,6 +54,20 @@ Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, 
 }
 
 Membership::~Membership() { stop(); }
+
+bool Membership::adopt_from_peers() {
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        auto ep = peer_(r);
+        if (!ep.ok()) continue;
+        transport::CallOptions o;
+        o.timeout = options_.failure_timeout;
+        auto t = rpc::call<proto::ChainTableGet>(*ep, proto::Empty{}, o);
+        if (t.ok()) accept(*t);
+    }
+    std::lock_guard l(mu_);
+    return table_.states[rank_] != proto::kDaemonServing;
+}
 
 void Membership::start() {
     std::lock_guard l(stop_mu_);
@@ -133,11 +148,15 @@ void Membership::heartbeat_all() {
     const uint64_t v = table_version();
     for (uint32_t r = 0; r < size_; ++r) {
         if (r == rank_) continue;
+        bool broken;
         {
             std::lock_guard l(mu_);
             if (outstanding_[r]) continue; // a slow peer gets no pile of heartbeats
             outstanding_[r] = true;
+            broken = broken_[r];
         }
+        // A broken connection is tried afresh each round: the daemon may be back (restarted).
+        if (broken && reconnect_) (void)reconnect_(r);
         auto ep = peer_(r);
         if (!ep.ok()) {
             std::lock_guard l(mu_);

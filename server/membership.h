@@ -37,6 +37,8 @@ namespace jobfs::server {
 class Membership {
 public:
     using PeerFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
+    // Connects afresh to a daemon whose connection broke (it may have been restarted).
+    using ReconnectFn = std::function<Status(uint32_t rank)>;
     struct Options {
         std::chrono::milliseconds interval{200};
         std::chrono::milliseconds failure_timeout{5000};
@@ -44,7 +46,12 @@ public:
 
     // Registers the membership RPCs on `worker`; the table starts at version 1 with every
     // daemon serving (the same on every daemon, so nothing is exchanged at start).
-    Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, Options options);
+    Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, ReconnectFn reconnect,
+               Options options);
+
+    // At start, before serving: takes the newest table any peer has (a restarted daemon must
+    // not assume version 1). True when that table has this daemon offline: it must resync.
+    bool adopt_from_peers();
     ~Membership();
 
     // Starts heartbeating (once every peer is connected) / stops (before the worker goes).
@@ -75,6 +82,7 @@ private:
     const uint32_t rank_;
     const uint32_t size_;
     PeerFn peer_;
+    ReconnectFn reconnect_;
     Options options_;
 
     mutable std::mutex mu_;

@@ -1682,6 +1682,21 @@ Result<uint64_t> MetaShard::parent_of(uint64_t ino) {
     return a->parent;
 }
 
+Result<std::vector<Attr>> MetaShard::regular_files() {
+    JOBFS_META_OP("files of shard " + std::to_string(shard_id_));
+    static const std::string sql = std::string("SELECT ") + kInodeColumns + " FROM inodes WHERE type = 1 ORDER BY ino";
+    auto st = impl_->query(sql.c_str());
+    if (!st.ok()) return impl_->with_op(st.status());
+    std::vector<Attr> out;
+    for (;;) {
+        auto row = st->step();
+        if (!row.ok()) return impl_->with_op(row.status());
+        if (!*row) break;
+        out.push_back(Impl::attr_of(*st));
+    }
+    return out;
+}
+
 Result<Counts> MetaShard::counts() {
     JOBFS_META_OP("counts of shard " + std::to_string(shard_id_));
     auto inodes = impl_->count("SELECT count(*) FROM inodes");

@@ -86,6 +86,25 @@ struct ChunkScrubResponse {
     JOBFS_FIELDS(length, crc, corrupt, repaired)
 };
 
+// Resync (server/resync): a restarted daemon copies the chunks it missed. ResyncShard asks a
+// daemon to walk the files of its metadata shard and, for every chunk whose chain includes
+// `target`, to send `target` a ChunkResync naming a serving copy (`source`); the target
+// replaces its copy with the source's once the source holds every write the target has seen.
+struct ChunkResyncRequest {
+    ChunkRef chunk;
+    uint32_t source = 0;
+    JOBFS_FIELDS(chunk, source)
+};
+struct ResyncShardRequest {
+    uint32_t target = 0;
+    JOBFS_FIELDS(target)
+};
+struct ResyncResponse {
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;
+    JOBFS_FIELDS(chunks, bytes)
+};
+
 // Between daemons: the newest version of a chunk whose write the tail has stored.
 struct ChunkVersionResponse {
     uint64_t committed = 0;
@@ -130,6 +149,8 @@ JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
 JOBFS_RPC(DaemonStats, 38, Empty, DaemonStatsResponse);
 JOBFS_RPC(ChunkVersion, 39, ChunkRef, ChunkVersionResponse);
 JOBFS_RPC(ChunkScrub, 43, ChunkScrubRequest, ChunkScrubResponse);
+JOBFS_RPC(ChunkResync, 44, ChunkResyncRequest, ResyncResponse);
+JOBFS_RPC(ResyncShard, 45, ResyncShardRequest, ResyncResponse);
 
 // ---- membership (server/membership): heartbeats and the chain table ------------------------
 // The chain table says which daemons serve chunks. A chunk's chain is the placement of
