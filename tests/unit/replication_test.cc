@@ -34,6 +34,25 @@ std::string jobfsd_path() {
     return dir.substr(0, dir.rfind('/')) + "/../../server/jobfsd";
 }
 
+// Three daemons started with `args` under `dir`, and a client of them.
+struct SmallCluster {
+    std::unique_ptr<LocalCluster> cluster;
+    std::unique_ptr<Client> client;
+};
+
+Result<SmallCluster> start_small(const std::string& dir, std::vector<std::string> args) {
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir;
+    o.daemons = 3;
+    o.extra_args = std::move(args);
+    auto cluster = LocalCluster::start(o);
+    if (!cluster.ok()) return cluster.status();
+    auto c = Client::connect((*cluster)->info());
+    if (!c.ok()) return c.status();
+    return SmallCluster{std::move(*cluster), std::move(*c)};
+}
+
 // ---- placement: a pure function ----------------------------------------------------------
 
 TEST(ChainPlacement, DistinctDaemonsHeadWhereR1PutsTheChunk) {
@@ -281,16 +300,10 @@ std::string jobfs_cli_path() {
 // so; a second scrub finds nothing. `jobfs scrub` prints the report and exits 0.
 TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
     test::TempDir dir("jobfs-repl-scrub");
-    LocalClusterOptions o;
-    o.jobfsd = jobfsd_path();
-    o.dir = dir.path();
-    o.daemons = 3;
-    o.extra_args = {"--chunk-size", "1M", "--replicas", "2"};
-    auto cluster = LocalCluster::start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
-    auto c = Client::connect((*cluster)->info());
-    ASSERT_TRUE(c.ok());
-    Client& cl = **c;
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
     ASSERT_TRUE(cl.mkdir("/d").ok());
     const auto data = pattern(5 << 20, 11);
     auto f = cl.open("/d/f", O_CREAT | O_WRONLY, 0644);
@@ -353,16 +366,10 @@ TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
 // leaves the dead daemon out), the table says so, and every byte reads back exactly.
 TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
     test::TempDir dir("jobfs-repl-kill");
-    LocalClusterOptions o;
-    o.jobfsd = jobfsd_path();
-    o.dir = dir.path();
-    o.daemons = 3;
-    o.extra_args = {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100"};
-    auto cluster = LocalCluster::start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
-    auto c = Client::connect((*cluster)->info());
-    ASSERT_TRUE(c.ok());
-    Client& cl = **c;
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
     auto before = cl.chain_table();
     ASSERT_TRUE(before.ok()) << before.status().to_string();
     EXPECT_EQ(before->version, 1u);
@@ -396,16 +403,10 @@ TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
 // R=1: a killed daemon's chunks fail promptly (writes and reads), never wrong data, no hang.
 TEST(ReplicationFailover, SingleCopyLossGivesPromptErrors) {
     test::TempDir dir("jobfs-repl-r1");
-    LocalClusterOptions o;
-    o.jobfsd = jobfsd_path();
-    o.dir = dir.path();
-    o.daemons = 3;
-    o.extra_args = {"--chunk-size", "1M", "--replicas", "1"};
-    auto cluster = LocalCluster::start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
-    auto c = Client::connect((*cluster)->info());
-    ASSERT_TRUE(c.ok());
-    Client& cl = **c;
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "1"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
     const auto data = pattern(6 << 20, 4);
     auto f = cl.open("/f", O_CREAT | O_RDWR, 0644);
     ASSERT_TRUE(f.ok());
@@ -437,17 +438,11 @@ TEST(ReplicationFailover, SingleCopyLossGivesPromptErrors) {
 // serving again), its chunk files then hold exactly the current bytes, and clients read them.
 TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     test::TempDir dir("jobfs-repl-resync");
-    LocalClusterOptions o;
-    o.jobfsd = jobfsd_path();
-    o.dir = dir.path();
-    o.daemons = 3;
-    o.extra_args = {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100",
-                    "--log-level", "info"};
-    auto cluster = LocalCluster::start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
-    auto c = Client::connect((*cluster)->info());
-    ASSERT_TRUE(c.ok());
-    Client& cl = **c;
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100",
+                    "--log-level", "info"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
     auto write = [&](const std::string& path, uint64_t off, const std::vector<uint8_t>& d, int flags) -> uint64_t {
         auto f = cl.open(path, O_WRONLY | O_CREAT | flags, 0644);
         EXPECT_TRUE(f.ok());
@@ -517,16 +512,9 @@ TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
 
 TEST(ReplicationLayout, ConfigDefaultDirectoryInheritanceAndBadValues) {
     test::TempDir dir("jobfs-repl-layout");
-    LocalClusterOptions o;
-    o.jobfsd = jobfsd_path();
-    o.dir = dir.path();
-    o.daemons = 3;
-    o.extra_args = {"--chunk-size", "1M", "--replicas", "2"};
-    auto cluster = LocalCluster::start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
-    auto c = Client::connect((*cluster)->info());
-    ASSERT_TRUE(c.ok());
-    Client& cl = **c;
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    Client& cl = *sc->client;
     auto f = cl.open("/default", O_CREAT | O_WRONLY, 0644);
     ASSERT_TRUE(f.ok());
     EXPECT_EQ(cl.layout(**f).replicas, 2u); // the daemons' replicas=
