@@ -3,6 +3,7 @@
 // faults are real (kill -9 of a daemon, bytes flipped in a chunk file on disk).
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -390,6 +391,18 @@ TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
     ASSERT_EQ(after->states.size(), 3u);
     EXPECT_EQ(after->states[2], proto::kDaemonOffline);
     EXPECT_EQ(after->states[0], proto::kDaemonServing);
+
+    // jobfs status shows the table and the lost daemon, and says something is wrong (exit 1).
+    const std::string cmd = "JOBFS_CLUSTER=" + (*cluster)->descriptor_path() + " " + jobfs_cli_path() + " status 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) out += line;
+    EXPECT_EQ(WEXITSTATUS(::pclose(p)), 1) << out;
+    EXPECT_NE(out.find("chain table: version " + std::to_string(after->version)), std::string::npos) << out;
+    EXPECT_NE(out.find("offline"), std::string::npos) << out;
+    EXPECT_NE(out.find("serving"), std::string::npos) << out;
 
     auto r = cl.open("/ckpt", O_RDONLY);
     ASSERT_TRUE(r.ok());
