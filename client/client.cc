@@ -77,7 +77,12 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     auto eps = connect_daemons(*c->worker_, cluster);
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
-    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
+    transport::Worker* worker = c->worker_.get();
+    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout, [worker, cluster](uint32_t r) -> Result<transport::Endpoint> {
+        const std::string& d = cluster.daemons[r];
+        const size_t colon = d.rfind(':');
+        return worker->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+    });
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;
 }
@@ -338,7 +343,7 @@ Result<proto::Attr> Client::apply_setattr(const proto::Attr& a, proto::SetattrRe
     auto r = rpc::call<proto::Setattr>(at(a.ino), set);
     if (!r.ok()) return r.status();
     if (set.size && *set.size < a.size) {
-        Status s = io_->truncate_chunks(a.ino, Layout{a.chunk_size, a.stripe_count}, a.size, *set.size);
+        Status s = io_->truncate_chunks(a.ino, Layout{a.chunk_size, a.stripe_count, a.replicas}, a.size, *set.size);
         if (!s.ok()) return s.with_context("cut the data");
     }
     return r;
@@ -407,9 +412,15 @@ Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& la
     auto a = stat(path);
     if (!a.ok()) return a.status();
     auto r = rpc::call<proto::SetLayout>(
-        at(a->ino), proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count});
+        at(a->ino), proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count,
+                                        layout.replicas});
     if (!r.ok()) return with_path(r.status(), "set layout of", path);
     return r;
+}
+
+Result<proto::ChainTable> Client::chain_table() {
+    JOBFS_RETURN_IF_ERROR(io_->refresh_table());
+    return io_->table();
 }
 
 // ---- files ----------------------------------------------------------------------------------
@@ -421,7 +432,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
             return rpc::call<proto::Create>(at(dir),
                                             proto::CreateRequest{cred_, dir, name, mode, (flags & O_EXCL) != 0,
                                                                  static_cast<uint32_t>(layout.chunk_size),
-                                                                 layout.stripe_count});
+                                                                 layout.stripe_count, layout.replicas});
         });
     } else {
         a = walk(path, true);
@@ -431,7 +442,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
     if (a->type == 2) return Status(Code::is_dir, "open " + path + ": is a directory");
     auto f = std::make_unique<File>();
     f->ino = a->ino;
-    f->layout = Layout{a->chunk_size ? a->chunk_size : 4ull << 20, a->stripe_count};
+    f->layout = Layout{a->chunk_size ? a->chunk_size : 4ull << 20, a->stripe_count, a->replicas};
     f->flags = flags;
     f->size_at_open.store(a->size);
     if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && a->size > 0) {

@@ -126,6 +126,10 @@ public:
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(eps_.size()); }
     const std::vector<transport::Endpoint>& daemons() const { return eps_; }
+    // The daemons' newest chain table (which daemons serve, sync or are offline), fetched now.
+    Result<proto::ChainTable> chain_table();
+    // The data path (chain table in use, placement), for tools and tests.
+    const FileIO& io() const { return *io_; }
     const proto::Cred& cred() const { return cred_; }
 
 private:

@@ -66,13 +66,27 @@ Status write_cluster(const std::string& path, const ClusterInfo& info) {
 Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info) {
     if (info.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
     std::vector<transport::Endpoint> eps;
+    Status first_unreachable;
+    size_t reachable = 0;
     for (const std::string& d : info.daemons) {
         const size_t colon = d.rfind(':');
         if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
         auto ep = worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
-        if (!ep.ok()) return ep.status().with_context("jobfs daemon " + std::to_string(eps.size()) + " (" + d + ")");
+        if (!ep.ok()) {
+            Status s = ep.status().with_context("jobfs daemon " + std::to_string(eps.size()) + " (" + d + ")");
+            // A daemon that is down (chain replication keeps its data readable elsewhere)
+            // gets an unconnected endpoint, whose calls fail at once; a wrong secret or a
+            // stranger on the port ends the connect.
+            const Code c = s.code();
+            if (c != Code::refused && c != Code::timeout && c != Code::peer_gone && c != Code::cancelled) return s;
+            if (first_unreachable.ok()) first_unreachable = s;
+            eps.emplace_back();
+            continue;
+        }
+        reachable++;
         eps.push_back(*ep);
     }
+    if (reachable == 0) return first_unreachable;
     return eps;
 }
 

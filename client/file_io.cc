@@ -9,8 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "block_crc.h"
+#include "log.h"
 #include "daemon_protocol.h"
 #include "rpc.h"
 
@@ -114,10 +117,33 @@ bool issue(FanOut& fan, const Endpoint& ep, const typename Rpc::Request& req, co
                       [](const typename Rpc::Response&, size_t) { return Status::OK(); });
 }
 
+// The chain as the wire carries it; a chain of one is sent empty (no replication, no hop).
+std::vector<uint32_t> chain_ranks(const Chain& c) {
+    if (c.length <= 1) return {};
+    return std::vector<uint32_t>(c.ranks.begin(), c.ranks.begin() + c.length);
+}
+
 } // namespace
 
-FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout)
-    : daemons_(std::move(daemons)), timeout_(timeout) {}
+FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout, ReconnectFn reconnect)
+    : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)) {}
+
+transport::Endpoint FileIO::endpoint(uint32_t rank) const {
+    std::lock_guard l(eps_mu_);
+    return daemons_[rank];
+}
+
+void FileIO::heal(uint32_t rank) const {
+    if (!reconnect_ || rank >= daemons_.size()) return;
+    {
+        std::lock_guard l(eps_mu_);
+        if (daemons_[rank].valid() && daemons_[rank].health().ok()) return;
+    }
+    auto ep = reconnect_(rank);
+    if (!ep.ok()) return;
+    std::lock_guard l(eps_mu_);
+    daemons_[rank] = *ep;
+}
 
 Status FileIO::check(const Layout& layout) const {
     if (daemons_.empty()) return Status(Code::invalid, "no data daemons to store chunks on");
@@ -125,21 +151,135 @@ Status FileIO::check(const Layout& layout) const {
     return Status::OK();
 }
 
+proto::ChainTable FileIO::table() const {
+    std::lock_guard l(table_mu_);
+    return table_;
+}
+
+proto::ChainTable FileIO::current_table() const {
+    {
+        std::lock_guard l(table_mu_);
+        if (table_fetched_) return table_;
+    }
+    (void)refresh_table(); // without any table every daemon counts as serving
+    return table();
+}
+
+Status FileIO::refresh_table() const {
+    std::vector<proto::ChainTable> got(daemons_.size());
+    {
+        FanOut fan(kMaxInFlight);
+        for (size_t r = 0; r < daemons_.size(); ++r) {
+            CallOptions o;
+            o.timeout = std::min(timeout_, std::chrono::milliseconds(2000));
+            if (!fan.acquire()) break;
+            rpc::call_async<proto::ChainTableGet>(endpoint(r), proto::Empty{}, o,
+                                                  [finish = fan.completion(), slot = &got[r]](Result<proto::ChainTable> t, size_t) {
+                                                      if (t.ok()) *slot = std::move(*t);
+                                                      finish(Status::OK()); // a dead daemon has no say
+                                                  });
+        }
+        JOBFS_RETURN_IF_ERROR(fan.wait());
+    }
+    std::lock_guard l(table_mu_);
+    table_fetched_ = true;
+    for (auto& t : got)
+        if (t.states.size() == daemons_.size() && proto::newer_table(t, table_)) table_ = std::move(t);
+    return Status::OK();
+}
+
+Chain FileIO::write_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const {
+    const Chain placed = chunk_chain(ino, index, layout, daemon_count());
+    if (t.states.size() != daemon_count()) return placed;
+    Chain c;
+    for (uint8_t want : {proto::kDaemonServing, proto::kDaemonSyncing})
+        for (uint32_t k = 0; k < placed.length; ++k)
+            if (t.states[placed.ranks[k]] == want) c.ranks[c.length++] = placed.ranks[k];
+    return c;
+}
+
+Chain FileIO::read_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const {
+    const Chain placed = chunk_chain(ino, index, layout, daemon_count());
+    if (t.states.size() != daemon_count()) return placed;
+    Chain c;
+    for (uint32_t k = 0; k < placed.length; ++k)
+        if (t.states[placed.ranks[k]] == proto::kDaemonServing) c.ranks[c.length++] = placed.ranks[k];
+    return c;
+}
+
+namespace {
+
+// Failures a newer chain table may cure: a chain member died or the table moved on.
+bool retriable(Code c) {
+    return c == Code::again || c == Code::peer_gone || c == Code::timeout || c == Code::refused ||
+           c == Code::cancelled;
+}
+
+} // namespace
+
 Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const {
     JOBFS_RETURN_IF_ERROR(check(layout));
     if (data.size() > std::numeric_limits<uint64_t>::max() - offset)
         return Status(Code::too_large, "write past the largest file offset");
-    FanOut fan(kMaxInFlight);
-    for (const ChunkPiece& p : split_range(offset, data.size(), layout.chunk_size)) {
-        const uint32_t rank = chunk_daemon(ino, p.chunk_index, layout, daemon_count());
-        CallOptions o;
-        o.timeout = timeout_;
-        o.bulk_out = data.subspan(p.offset_in_buffer, p.length);
-        proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length};
-        if (!issue<proto::ChunkWrite>(fan, daemons_[rank], req, o, {"chunk write", ino, p.chunk_index, rank}))
-            break;
+    const std::vector<ChunkPiece> pieces = split_range(offset, data.size(), layout.chunk_size);
+    // The writer's checksums, computed once: every replica checks them before storing.
+    std::vector<std::vector<uint32_t>> crcs(pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i)
+        crcs[i] = transport::block_crcs(pieces[i].offset_in_chunk, data.subspan(pieces[i].offset_in_buffer, pieces[i].length));
+    std::vector<Status> status(pieces.size(), Status(Code::internal, "not written"));
+    const bool replicated = chain_length(layout, daemon_count()) > 1;
+    const auto deadline = std::chrono::steady_clock::now() + kFailoverTimeout;
+    proto::ChainTable t = replicated ? current_table() : proto::ChainTable{};
+    // Rounds: every piece not acknowledged yet goes to the head of its chain under the current
+    // table. A write is acknowledged once the chain's tail stored it; a chain member that died
+    // makes the head fail the piece, and the piece is written again (the same bytes at the same
+    // place: harmless on the members that had it) once the table leaves the dead one out.
+    for (;;) {
+        FanOut fan(kMaxInFlight);
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            if (status[i].ok()) continue;
+            const ChunkPiece& p = pieces[i];
+            const Chain chain = write_chain(ino, p.chunk_index, layout, t);
+            if (chain.length == 0) {
+                status[i] = Status(Code::io, "chunk write of inode " + std::to_string(ino) + " chunk " +
+                                                 std::to_string(p.chunk_index) + ": no daemon of its chain is serving");
+                continue;
+            }
+            const uint32_t rank = chain.head();
+            CallOptions o;
+            o.timeout = timeout_;
+            o.bulk_out = data.subspan(p.offset_in_buffer, p.length);
+            proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(chain), crcs[i],
+                                         0, t.version};
+            if (!fan.acquire()) break;
+            const Endpoint ep = endpoint(rank);
+            rpc::call_async<proto::ChunkWrite>(ep, req, o, [finish = fan.completion(), slot = &status[i], ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {
+                *slot = r.ok() ? Status::OK() : r.status().with_context(describe(ref, ep));
+                finish(Status::OK());
+            });
+        }
+        JOBFS_RETURN_IF_ERROR(fan.wait());
+        const Status* failed = nullptr;
+        for (const Status& st : status)
+            if (!st.ok()) {
+                if (!replicated || !retriable(st.code())) return st; // R=1: nothing to fail over to
+                if (!failed) failed = &st;
+            }
+        if (!failed) return Status::OK();
+        if (std::chrono::steady_clock::now() >= deadline) return *failed;
+        // A daemon whose connection broke may be back (restarted, serving again): connect
+        // afresh to those of the failed pieces' chains.
+        for (size_t i = 0; i < pieces.size(); ++i)
+            if (!status[i].ok() && status[i].code() != Code::timeout && status[i].code() != Code::again)
+                heal(write_chain(ino, pieces[i].chunk_index, layout, t).head());
+        // Wait for the daemons' manager to publish a table without the lost member.
+        const uint64_t before = t.version;
+        (void)refresh_table();
+        t = table();
+        if (t.version == before) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        else JOBFS_INFO("inode %llu: chain table %llu, writing %s again", static_cast<unsigned long long>(ino),
+                        static_cast<unsigned long long>(t.version), failed->message().c_str());
     }
-    return fan.wait();
 }
 
 Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset,
@@ -148,35 +288,118 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
     if (offset >= file_size || out.empty()) return size_t{0};
     const uint64_t length = std::min<uint64_t>(out.size(), file_size - offset);
     const std::vector<ChunkPiece> pieces = split_range(offset, length, layout.chunk_size);
-    // Bytes each piece's chunk actually held; written by the callbacks, one slot each, and read
-    // only after wait() has seen every callback finish.
-    std::vector<uint64_t> held(pieces.size(), 0);
-    FanOut fan(kMaxInFlight);
+    // What became of each piece. Written by the callbacks, one slot each, and read only after
+    // wait() has seen every callback of the round finish.
+    struct Slot {
+        Chain chain;
+        uint32_t tries = 0;   // replicas asked so far
+        bool to_tail = false; // a dirty replica sent us to the tail
+        bool done = false;
+        Status status;        // of the last try
+        proto::ChunkReadResponse reply;
+        size_t bulk = 0;
+        uint32_t rank = 0;
+    };
+    std::vector<Slot> slots(pieces.size());
+    // Successive reads of one chunk start at successive replicas, so a hot chunk's readers
+    // spread too.
+    const uint64_t turn = read_turn_.fetch_add(1, std::memory_order_relaxed);
+    const bool replicated = chain_length(layout, daemon_count()) > 1;
+    proto::ChainTable t = replicated ? current_table() : proto::ChainTable{};
     for (size_t i = 0; i < pieces.size(); ++i) {
-        const ChunkPiece& p = pieces[i];
-        const uint32_t rank = chunk_daemon(ino, p.chunk_index, layout, daemon_count());
-        CallOptions o;
-        o.timeout = timeout_;
-        o.bulk_in = out.subspan(p.offset_in_buffer, p.length);
-        proto::ChunkReadRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length};
-        auto on_reply = [slot = &held[i], want = p.length](const proto::ChunkReadResponse& r, size_t bulk) {
-            if (r.length > want || bulk != r.length)
-                return Status(Code::protocol, "chunk read of " + std::to_string(want) + " bytes answered with " +
-                                                  std::to_string(r.length) + " bytes and " + std::to_string(bulk) +
-                                                  " bytes of data");
-            *slot = r.length;
-            return Status::OK();
-        };
-        if (!issue<proto::ChunkRead>(fan, daemons_[rank], req, o, {"chunk read", ino, p.chunk_index, rank}, on_reply))
-            break;
+        slots[i].chain = read_chain(ino, pieces[i].chunk_index, layout, t);
+        if (slots[i].chain.length == 0)
+            return Status(Code::io, "chunk read of inode " + std::to_string(ino) + " chunk " +
+                                        std::to_string(pieces[i].chunk_index) + ": no daemon of its chain is serving");
     }
-    JOBFS_RETURN_IF_ERROR(fan.wait());
+    bool refreshed = false;
+    // Rounds: every piece not done yet goes to its next replica. Reads spread over the replicas
+    // (the first one asked depends on the chunk), a failed or corrupt answer moves on to the
+    // next replica, a dirty one to the tail. A piece fails once every replica was asked.
+    for (uint32_t round = 0;; ++round) {
+        FanOut fan(kMaxInFlight);
+        std::vector<size_t> asked;
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            Slot& sl = slots[i];
+            if (sl.done) continue;
+            if (sl.tries >= sl.chain.length + 1 || (!sl.to_tail && sl.tries >= sl.chain.length)) {
+                // Every replica failed: once, the table may have moved on (a daemon said ours
+                // is stale, or one died and the chain has changed).
+                if (!replicated || refreshed || !retriable(sl.status.code())) return sl.status;
+                refreshed = true;
+                for (uint32_t k = 0; k < sl.chain.length; ++k) heal(sl.chain.ranks[k]);
+                (void)refresh_table();
+                t = table();
+                for (size_t j = 0; j < pieces.size(); ++j) {
+                    if (slots[j].done) continue;
+                    slots[j].chain = read_chain(ino, pieces[j].chunk_index, layout, t);
+                    slots[j].tries = 0;
+                    slots[j].to_tail = false;
+                    if (slots[j].chain.length == 0) return slots[j].status;
+                }
+            }
+            const ChunkPiece& p = pieces[i];
+            sl.rank = sl.to_tail ? sl.chain.tail()
+                                 : sl.chain.ranks[(ino + p.chunk_index + turn + sl.tries) % sl.chain.length];
+            sl.tries++;
+            CallOptions o;
+            o.timeout = timeout_;
+            o.bulk_in = out.subspan(p.offset_in_buffer, p.length);
+            proto::ChunkReadRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(sl.chain), t.version};
+            if (!fan.acquire()) break;
+            asked.push_back(i);
+            const Endpoint ep = endpoint(sl.rank);
+            rpc::call_async<proto::ChunkRead>(ep, req, o, [finish = fan.completion(), slot = &sl, ep, ref = PieceRef{"chunk read", ino, p.chunk_index, sl.rank}](Result<proto::ChunkReadResponse> r, size_t bulk) {
+                if (r.ok()) {
+                    slot->reply = std::move(*r);
+                    slot->bulk = bulk;
+                    slot->status = Status::OK();
+                } else {
+                    slot->status = r.status().with_context(describe(ref, ep));
+                }
+                finish(Status::OK()); // the slot says how it went; the round goes on
+            });
+        }
+        JOBFS_RETURN_IF_ERROR(fan.wait());
+        for (size_t i : asked) {
+            Slot& sl = slots[i];
+            const ChunkPiece& p = pieces[i];
+            if (!sl.status.ok()) {
+                // A broken connection: the daemon may be back; the next read may use it again.
+                if (sl.status.code() == Code::peer_gone || sl.status.code() == Code::cancelled) heal(sl.rank);
+                continue;
+            }
+            const proto::ChunkReadResponse& r = sl.reply;
+            if (r.dirty) {
+                sl.to_tail = true;
+                sl.status = Status(Code::again, "chunk read of inode " + std::to_string(ino) + " chunk " +
+                                                     std::to_string(p.chunk_index) + ": the tail did not answer");
+                continue;
+            }
+            if (r.length > p.length || sl.bulk != r.length) {
+                sl.status = Status(Code::protocol, "chunk read of " + std::to_string(p.length) + " bytes answered with " +
+                                                       std::to_string(r.length) + " bytes and " + std::to_string(sl.bulk) +
+                                                       " bytes of data");
+                continue;
+            }
+            // End-to-end check: what arrived is what the daemon read and verified.
+            const auto got = std::span<const uint8_t>(out.data() + p.offset_in_buffer, r.length);
+            if (transport::first_bad_block(p.offset_in_chunk, got, r.crcs) >= 0) {
+                sl.status = Status(Code::io, "chunk read of inode " + std::to_string(ino) + " chunk " +
+                                                 std::to_string(p.chunk_index) + " from daemon " +
+                                                 std::to_string(sl.rank) + ": checksum mismatch after transfer");
+                JOBFS_WARN("%s", sl.status.message().c_str());
+                continue;
+            }
+            sl.done = true;
+        }
+        if (std::all_of(slots.begin(), slots.end(), [](const Slot& sl) { return sl.done; })) break;
+    }
     // A short piece ran into a hole at the chunk's end or an absent chunk: the file size says
-    // those bytes exist, so they are zeros (done here, not in the callbacks, to keep the
-    // transport's thread free of large memsets).
+    // those bytes exist, so they are zeros.
     for (size_t i = 0; i < pieces.size(); ++i) {
         const ChunkPiece& p = pieces[i];
-        std::memset(out.data() + p.offset_in_buffer + held[i], 0, p.length - held[i]);
+        std::memset(out.data() + p.offset_in_buffer + slots[i].reply.length, 0, p.length - slots[i].reply.length);
     }
     return static_cast<size_t>(length);
 }
@@ -189,13 +412,19 @@ Status FileIO::truncate_chunks(uint64_t ino, const Layout& layout, uint64_t old_
     const uint64_t cs = layout.chunk_size;
     const uint64_t last = (old_size - 1) / cs;
     uint64_t chunk = new_size / cs;
+    const proto::ChainTable t = chain_length(layout, daemon_count()) > 1 ? current_table() : proto::ChainTable{};
     FanOut fan(kMaxInFlight);
     auto cut = [&](uint64_t index, uint64_t length) {
-        const uint32_t rank = chunk_daemon(ino, index, layout, daemon_count());
-        CallOptions o;
-        o.timeout = timeout_;
-        return issue<proto::ChunkTruncate>(fan, daemons_[rank], proto::ChunkTruncateRequest{{ino, index}, length}, o,
-                                           {"chunk truncate", ino, index, rank});
+        const Chain chain = write_chain(ino, index, layout, t);
+        for (uint32_t k = 0; k < chain.length; ++k) {
+            const uint32_t rank = chain.ranks[k];
+            CallOptions o;
+            o.timeout = timeout_;
+            if (!issue<proto::ChunkTruncate>(fan, endpoint(rank), proto::ChunkTruncateRequest{{ino, index}, length}, o,
+                                             {"chunk truncate", ino, index, rank}))
+                return false;
+        }
+        return true;
     };
     // The chunk holding the new end keeps its head; every later one is emptied (a truncate to
     // 0 of a chunk the daemon never had creates nothing).
@@ -207,11 +436,15 @@ Status FileIO::truncate_chunks(uint64_t ino, const Layout& layout, uint64_t old_
 
 Status FileIO::remove_file(uint64_t ino) const {
     if (daemons_.empty()) return Status(Code::invalid, "no data daemons to remove chunks from");
+    // Daemons the table has taken offline are left alone (a restarted one drops what it missed
+    // when it resyncs).
+    const proto::ChainTable t = current_table();
     FanOut fan(kMaxInFlight);
     for (uint32_t rank = 0; rank < daemon_count(); ++rank) {
+        if (t.states.size() == daemon_count() && t.states[rank] == proto::kDaemonOffline) continue;
         CallOptions o;
         o.timeout = timeout_;
-        if (!issue<proto::FileRemoveChunks>(fan, daemons_[rank], proto::FileChunksRequest{ino}, o,
+        if (!issue<proto::FileRemoveChunks>(fan, endpoint(rank), proto::FileChunksRequest{ino}, o,
                                             {"remove chunks", ino, kNoChunk, rank}))
             break;
     }
@@ -222,14 +455,18 @@ Status FileIO::sync(uint64_t ino, const Layout& layout, uint64_t size) const {
     JOBFS_RETURN_IF_ERROR(check(layout));
     if (size == 0) return Status::OK();
     const uint64_t last = (size - 1) / layout.chunk_size;
+    const proto::ChainTable t = chain_length(layout, daemon_count()) > 1 ? current_table() : proto::ChainTable{};
     FanOut fan(kMaxInFlight);
-    for (uint64_t index = 0; index <= last; ++index) {
-        const uint32_t rank = chunk_daemon(ino, index, layout, daemon_count());
-        CallOptions o;
-        o.timeout = timeout_;
-        if (!issue<proto::ChunkSync>(fan, daemons_[rank], proto::ChunkRef{ino, index}, o,
-                                     {"chunk sync", ino, index, rank}))
-            break;
+    bool go = true;
+    for (uint64_t index = 0; go && index <= last; ++index) {
+        const Chain chain = write_chain(ino, index, layout, t);
+        for (uint32_t k = 0; go && k < chain.length; ++k) {
+            const uint32_t rank = chain.ranks[k];
+            CallOptions o;
+            o.timeout = timeout_;
+            go = issue<proto::ChunkSync>(fan, endpoint(rank), proto::ChunkRef{ino, index}, o,
+                                         {"chunk sync", ino, index, rank});
+        }
     }
     return fan.wait();
 }

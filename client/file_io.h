@@ -20,12 +20,16 @@
 // transport callback (they block).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include "client/layout.h"
+#include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
 
@@ -38,8 +42,11 @@ public:
     static constexpr size_t kMaxInFlight = 32;
 
     // `daemons[r]` is the connection to the daemon of rank r; `timeout` is every call's deadline.
+    // Connects afresh to daemon `rank` (it was restarted): endpoints that broke are replaced.
+    using ReconnectFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
+
     explicit FileIO(std::vector<transport::Endpoint> daemons,
-                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000});
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000}, ReconnectFn reconnect = {});
 
     // Writes `data` at `offset` of file `ino`.
     Status pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const;
@@ -61,11 +68,36 @@ public:
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(daemons_.size()); }
 
+    // The chain table in use (docs/replication.md): fetched from the daemons at first use and
+    // again whenever a chain member fails or a daemon says ours is stale. Version 0: no table
+    // (daemons without one, every daemon serving).
+    proto::ChainTable table() const;
+    // Asks every daemon for its table and keeps the newest.
+    Status refresh_table() const;
+
+    // How long a write keeps retrying while the daemons take a lost member out of its chains
+    // (heartbeats: failure-timeout-ms, 1.5 s by default).
+    static constexpr std::chrono::milliseconds kFailoverTimeout{20000};
+
+    // The chain of a chunk under `t`: for writes the serving daemons in placement order, then the
+    // syncing ones (they take writes at the tail while they catch up); for reads the serving ones.
+    Chain write_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
+    Chain read_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
+
 private:
     Status check(const Layout& layout) const;
+    transport::Endpoint endpoint(uint32_t rank) const;
+    void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking)
+    proto::ChainTable current_table() const; // fetched once if never
 
-    std::vector<transport::Endpoint> daemons_;
+    mutable std::vector<transport::Endpoint> daemons_;
     std::chrono::milliseconds timeout_;
+    mutable std::mutex eps_mu_; // guards daemons_ (heal replaces endpoints)
+    ReconnectFn reconnect_;
+    mutable std::atomic<uint64_t> read_turn_{0};
+    mutable std::mutex table_mu_;
+    mutable proto::ChainTable table_;
+    mutable bool table_fetched_ = false;
 };
 
 } // namespace jobfs::client

@@ -74,7 +74,7 @@ std::unique_ptr<Handle> InodeClient::add_handle(const proto::Attr& a, int flags)
     if (!n) {
         n = std::make_shared<OpenInode>();
         n->ino = a.ino;
-        n->layout = Layout{a.chunk_size ? a.chunk_size : kDefaultChunkSize, a.stripe_count};
+        n->layout = Layout{a.chunk_size ? a.chunk_size : kDefaultChunkSize, a.stripe_count, a.replicas};
     }
     n->size.store(a.size);
     ++n->open_count;
@@ -153,7 +153,7 @@ Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, p
     auto r = rpc::call<proto::Setattr>(at(ino), set);
     if (!r.ok()) return r.status();
     if (new_size < old_size) {
-        Layout layout{before->chunk_size ? before->chunk_size : kDefaultChunkSize, before->stripe_count};
+        Layout layout{before->chunk_size ? before->chunk_size : kDefaultChunkSize, before->stripe_count, before->replicas};
         Status s = io_->truncate_chunks(ino, layout, old_size, new_size);
         if (!s.ok()) return s.with_context("cut the data of " + ino_str(ino));
     }

@@ -33,6 +33,7 @@
 
 #include "client/client.h"
 #include "client/local_cluster.h"
+#include "client/scrub.h"
 #include "log.h"
 
 namespace po = boost::program_options;
@@ -163,23 +164,48 @@ int cmd_status(int argc, char** argv) {
     if (!c.ok()) return fail(c.status());
     const uint32_t n = (*c)->daemon_count();
     std::vector<proto::DaemonStatsResponse> first(n);
-    std::printf("%-4s %-22s %12s %12s %10s %10s %10s %10s %7s\n", "rank", "address", "disk total", "disk free", "inodes",
-                "chunks", "rss", "cpu", "threads");
+    // The chain table (docs/replication.md): each daemon's state as the newest table has it.
+    auto table = (*c)->chain_table();
+    if (!table.ok()) return fail(table.status());
+    if (table->version == 0)
+        std::printf("chain table: none (daemons without membership)\n");
+    else
+        std::printf("chain table: version %llu, published by daemon %u\n", static_cast<unsigned long long>(table->version),
+                    table->manager);
+    auto state_of = [&](uint32_t r) -> std::string {
+        if (table->states.size() != n) return "serving";
+        switch (table->states[r]) {
+        case proto::kDaemonServing: return "serving";
+        case proto::kDaemonSyncing: {
+            const uint64_t total = table->sync_total[r], done = table->sync_done[r];
+            return "syncing " + std::to_string(total ? done * 100 / total : 0) + "%";
+        }
+        default: return "offline";
+        }
+    };
+    std::printf("%-4s %-22s %-12s %12s %12s %10s %10s %10s %10s %7s\n", "rank", "address", "state", "disk total",
+                "disk free", "inodes", "chunks", "rss", "cpu", "threads");
+    bool all_up = true;
     for (uint32_t r = 0; r < n; ++r) {
         const auto& ep = (*c)->daemons()[r];
         auto space = transport::rpc::call<proto::DiskSpace>(ep, proto::Empty{});
         auto counts = transport::rpc::call<proto::MetaCounts>(ep, proto::Empty{});
         auto stats = transport::rpc::call<proto::DaemonStats>(ep, proto::Empty{});
-        if (!space.ok()) return fail(space.status().with_context("daemon " + std::to_string(r)));
-        if (!stats.ok()) return fail(stats.status().with_context("daemon " + std::to_string(r)));
+        if (!space.ok() || !stats.ok()) {
+            // A lost daemon is part of the picture, not the end of it.
+            all_up = false;
+            std::printf("%-4u %-22s %-12s (%s)\n", r, info->daemons[r].c_str(), state_of(r).c_str(),
+                        (space.ok() ? stats.status() : space.status()).message().c_str());
+            continue;
+        }
         first[r] = *stats;
-        std::printf("%-4u %-22s %10.1f G %10.1f G %10llu %10llu %8.1f M %8.2f s %7u\n", r, info->daemons[r].c_str(),
-                    space->total_bytes / 1e9, space->free_bytes / 1e9,
+        std::printf("%-4u %-22s %-12s %10.1f G %10.1f G %10llu %10llu %8.1f M %8.2f s %7u\n", r, info->daemons[r].c_str(),
+                    state_of(r).c_str(), space->total_bytes / 1e9, space->free_bytes / 1e9,
                     counts.ok() ? static_cast<unsigned long long>(counts->inodes) : 0ull,
                     static_cast<unsigned long long>(space->chunk_files), stats->rss_bytes / 1048576.0,
                     (stats->cpu_user_us + stats->cpu_system_us) / 1e6, stats->threads);
     }
-    if (!vm.count("idle-check")) return 0;
+    if (!vm.count("idle-check")) return all_up ? 0 : 1;
     // CPU % over the interval: the CPU time each daemon used between two samples, over the
     // wall time between them (100 % = one core busy). A daemon at rest should show 0.0.
     std::fflush(stdout);
@@ -201,6 +227,42 @@ int cmd_status(int argc, char** argv) {
                     wall > 0 ? 100.0 * cpu / wall : 0.0, cpu, s->rss_bytes / 1048576.0);
     }
     return 0;
+}
+
+int cmd_scrub(int argc, char** argv) {
+    po::options_description desc("options");
+    std::string path = "/";
+    bool quiet = false;
+    desc.add_options()("path", po::value(&path), "file or directory to scrub (default /)")
+        ("quiet,q", po::bool_switch(&quiet), "no line per file");
+    po::positional_options_description pos;
+    pos.add("path", 1);
+    po::variables_map vm;
+    int rc = 0;
+    if (!parse(argc, argv, desc, pos, vm, "jobfs scrub [PATH] [-q]\n\n"
+               "Has every replica of every chunk of the files below PATH read and verify its copy,\n"
+               "repairs corrupt copies and copies that differ from the chain's tail, and reports.", &rc))
+        return rc;
+    auto info = read_cluster_from_env();
+    if (!info.ok()) return fail(info.status());
+    auto c = Client::connect(*info);
+    if (!c.ok()) return fail(c.status());
+    auto rep = scrub(**c, path, [&](const std::string& p, const ScrubReport& r) {
+        if (!quiet)
+            std::printf("%s: %llu copies checked so far, %llu corrupt, %llu repaired\n", p.c_str(),
+                        static_cast<unsigned long long>(r.copies), static_cast<unsigned long long>(r.corrupt),
+                        static_cast<unsigned long long>(r.repaired));
+    });
+    if (!rep.ok()) return fail(rep.status().with_context("scrub " + path));
+    std::printf("scrub %s: %llu files, %llu chunks, %llu copies, %.1f MB verified; %llu corrupt, %llu differing, "
+                "%llu repaired, %llu not repaired, %llu unreachable\n",
+                path.c_str(), static_cast<unsigned long long>(rep->files), static_cast<unsigned long long>(rep->chunks),
+                static_cast<unsigned long long>(rep->copies), rep->bytes / 1e6,
+                static_cast<unsigned long long>(rep->corrupt), static_cast<unsigned long long>(rep->mismatched),
+                static_cast<unsigned long long>(rep->repaired), static_cast<unsigned long long>(rep->unrepaired),
+                static_cast<unsigned long long>(rep->unreachable));
+    // Exit status: 0 all copies good (or repaired), 1 something could not be checked or fixed.
+    return rep->unrepaired == 0 && rep->unreachable == 0 ? 0 : 1;
 }
 
 int cmd_ls(int argc, char** argv) {
@@ -442,8 +504,13 @@ void print_layout(const std::string& path, const proto::Attr& a, const ClusterIn
     else
         std::printf("stripe count: %u%s\n", a.stripe_count,
                     a.stripe_count > n ? (" (only " + std::to_string(n) + " daemons: all of them)").c_str() : "");
+    if (a.replicas == 0)
+        std::printf("replicas: default (jobfsd replicas=)\n");
+    else
+        std::printf("replicas: %u%s\n", a.replicas,
+                    n > 0 && a.replicas > n ? (" (only " + std::to_string(n) + " daemons: " + std::to_string(n) + " copies)").c_str() : "");
     if (a.type == 2 || n == 0) return;
-    const Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count};
+    const Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count, a.replicas};
     const uint32_t width = stripe_width(l, n);
     const uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
     std::printf("size: %llu bytes in %llu chunk%s\n", static_cast<unsigned long long>(a.size),
@@ -461,26 +528,37 @@ void print_layout(const std::string& path, const proto::Attr& a, const ClusterIn
         if (held > 0) std::printf(")");
         std::printf("\n");
     }
+    if (chain_length(l, n) > 1) {
+        std::printf("chains (head first; the first chunks):\n");
+        for (uint64_t i = 0; i < chunks && i < 8; ++i) {
+            const Chain c = chunk_chain(a.ino, i, l, n);
+            std::printf("  chunk %llu:", static_cast<unsigned long long>(i));
+            for (uint32_t k = 0; k < c.length; ++k) std::printf(" %u", c.ranks[k]);
+            std::printf("\n");
+        }
+    }
 }
 
 int cmd_layout(int argc, char** argv) {
     po::options_description desc("options");
     std::string path, chunk;
-    uint32_t stripes = 0;
+    uint32_t stripes = 0, replicas = 0;
     desc.add_options()("path", po::value(&path), "file or directory in jobfs")
+        ("replicas", po::value(&replicas), "set the copies of each chunk (1 to 3; 0 on a directory: the daemons' default)")
         ("chunk-size", po::value(&chunk), "set the chunk size: bytes or with K, M, G (a power of two from 4K to 1G)")
         ("stripe-count", po::value(&stripes), "set the number of daemons to stripe over (0 = all)");
     po::positional_options_description pos;
     pos.add("path", 1);
     po::variables_map vm;
     int rc = 0;
-    if (!parse(argc, argv, desc, pos, vm, "jobfs layout PATH [--chunk-size SIZE] [--stripe-count N]\n\n"
+    if (!parse(argc, argv, desc, pos, vm, "jobfs layout PATH [--chunk-size SIZE] [--stripe-count N] [--replicas R]\n\n"
                "Without options shows the layout of PATH (for a file: which daemons hold its chunks);\n"
                "with options sets it. A file's layout can change only while it is empty; a directory's\n"
                "is the default for files created in it afterwards.", &rc))
         return rc;
     if (path.empty()) return usage("layout needs a path");
-    const bool set = vm.count("chunk-size") || vm.count("stripe-count");
+    const bool set = vm.count("chunk-size") || vm.count("stripe-count") || vm.count("replicas");
+    if (replicas > kMaxReplicas) return usage("replicas must be 1, 2 or 3");
     std::optional<uint64_t> chunk_bytes;
     if (vm.count("chunk-size")) {
         chunk_bytes = parse_size(chunk);
@@ -496,7 +574,8 @@ int cmd_layout(int argc, char** argv) {
     if (set) {
         if (a->type == 3) return fail(Status(Code::invalid, "layout " + path + ": a symlink has no layout"));
         // Options not given keep their current value.
-        Layout l{chunk_bytes ? *chunk_bytes : a->chunk_size, vm.count("stripe-count") ? stripes : a->stripe_count};
+        Layout l{chunk_bytes ? *chunk_bytes : a->chunk_size, vm.count("stripe-count") ? stripes : a->stripe_count,
+                 vm.count("replicas") ? replicas : a->replicas};
         auto r = (*c)->set_layout(path, l);
         if (!r.ok()) {
             if (r.status().code() == Code::busy)
@@ -688,14 +767,15 @@ void help() {
     std::puts("usage: jobfs COMMAND [options]   (jobfs COMMAND --help for one)\n\n"
               "  local up [-n N] [--dir D]   start N daemons on this host; prints the JOBFS_CLUSTER export\n"
               "  local down [--dir D]        stop them and remove their data\n"
-              "  status [--idle-check[=S]]   daemons, disks, inodes, RSS and CPU time (CPU % over S s)\n"
+              "  status [--idle-check[=S]]   chain table, daemons' states, disks, inodes, RSS and CPU time\n"
               "  ls [-l] [PATH]              list a directory\n"
               "  stat PATH                   attributes and layout\n"
               "  mkdir [-p] PATH...          make directories\n"
               "  rm [-r] PATH...             remove files (and directories with -r)\n"
               "  cp SRC DST                  copy a file in or out (jobfs:/path names the jobfs side)\n"
-              "  layout PATH [--chunk-size S] [--stripe-count N]\n"
+              "  layout PATH [--chunk-size S] [--stripe-count N] [--replicas R]\n"
               "                              show or set the striping of a file or directory\n"
+              "  scrub [PATH]                verify every copy of every chunk, repair bad ones, report\n"
               "  ckpt [-p P] [--block-mib M] [--strided [--stride-mib S]]\n"
               "                              the checkpoint job: P processes write one file, read it back,\n"
               "                              verify every byte, and compare with the local disk\n\n"
@@ -720,5 +800,6 @@ int main(int argc, char** argv) {
     if (cmd == "cp") return cmd_cp(argc - 1, argv + 1);
     if (cmd == "layout") return cmd_layout(argc - 1, argv + 1);
     if (cmd == "ckpt") return cmd_ckpt(argc - 1, argv + 1);
+    if (cmd == "scrub") return cmd_scrub(argc - 1, argv + 1);
     return usage("unknown command '" + cmd + "'");
 }

@@ -6,6 +6,11 @@
 // write fans out over all of them, and different files start on different daemons, so many
 // small files do not pile up on rank 0.
 //
+// With replication (docs/replication.md) chunk i lives on a chain of R distinct daemons: the
+// head is the daemon above (so R=1 places every chunk where it always was), the others are
+// drawn from a sequence seeded by (ino, i), so that the copies of one daemon's chunks are
+// spread over all the others and re-copying them after a loss loads every daemon alike.
+//
 // The rule is a pure function of (ino, chunk, layout, cluster size): every client computes the
 // same placement without asking anybody. Changing it moves every existing chunk, so it is part
 // of the on-disk format.
@@ -15,34 +20,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "placement.h"
+
 namespace jobfs::client {
 
-struct Layout {
-    uint64_t chunk_size = 4ull << 20; // bytes per chunk; the daemons' chunk size bounds it
-    uint32_t stripe_count = 0;        // daemons a file is spread over; 0 = all of them
-};
-
-// splitmix64's finaliser: a fixed, well-mixed hash, identical on every client and every build
-// (std::hash is neither). Mixing spreads files evenly over the start ranks whatever pattern
-// the inode allocator follows.
-inline uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-// Number of daemons the file is striped over on a cluster of n (n > 0).
-inline uint32_t stripe_width(const Layout& layout, uint32_t n) {
-    return (layout.stripe_count == 0 || layout.stripe_count > n) ? n : layout.stripe_count;
-}
-
-// Rank of the daemon that holds chunk `chunk_index` of file `ino` (n > 0 daemons).
-inline uint32_t chunk_daemon(uint64_t ino, uint64_t chunk_index, const Layout& layout, uint32_t n) {
-    const uint64_t start = splitmix64(ino) % n;
-    const uint64_t width = stripe_width(layout, n);
-    return static_cast<uint32_t>((start + chunk_index % width) % n);
-}
+// The placement rules live in ucx-transport/placement.h (the daemons use them too).
+using placement::Chain;
+using placement::chain_length;
+using placement::chunk_chain;
+using placement::chunk_daemon;
+using placement::kMaxReplicas;
+using placement::Layout;
+using placement::splitmix64;
+using placement::stripe_width;
 
 // The part of a byte range that falls into one chunk.
 struct ChunkPiece {

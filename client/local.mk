@@ -9,9 +9,10 @@ client_libjobfs_client_la_SOURCES = \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \
 	client/inode_client.h client/inode_client.cc \
+	client/scrub.h client/scrub.cc \
 	client/local_cluster.h client/local_cluster.cc
-client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
-client_libjobfs_client_la_LIBADD = ucx-transport/libjobfs_transport.la
+client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(ISAL_CFLAGS)
+client_libjobfs_client_la_LIBADD = ucx-transport/libjobfs_transport.la $(ISAL_LIBS)
 
 # Striped data path against three in-process daemons (server/ only as the test's peers).
 check_PROGRAMS += tests/unit/file_io_test
@@ -26,6 +27,13 @@ tests_unit_client_test_SOURCES = tests/unit/client_test.cc
 tests_unit_client_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_client_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/client_test
+
+# Chain replication against whole small clusters of real jobfsd processes (3FS-style shapes).
+check_PROGRAMS += tests/unit/replication_test
+tests_unit_replication_test_SOURCES = tests/unit/replication_test.cc
+tests_unit_replication_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_replication_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/replication_test
 
 bin_PROGRAMS += client/jobfs
 client_jobfs_SOURCES = client/jobfs_cli.cc

@@ -110,28 +110,11 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start_once(const LocalCluste
                                       "--secret-file", secret_file,
                                       "--startup-timeout-ms", std::to_string(options.ready_timeout.count())};
         args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe");
-        std::string log = options.dir + "/jobfsd." + std::to_string(r) + ".log";
-        pid_t pid = ::fork();
-        if (pid == 0) {
-            ::setsid(); // its own session: a terminal's Ctrl-C for the starter does not reach it
-            ::dup2(fds[1], STDOUT_FILENO);
-            int lf = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-            if (lf >= 0) ::dup2(lf, STDERR_FILENO);
-            ::execv(argv[0], argv.data());
-            _exit(127);
-        }
-        ::close(fds[1]);
-        if (pid < 0) {
-            ::close(fds[0]);
-            return Status::from_errno(errno, "fork");
-        }
-        c->pids_.push_back(pid);
-        outs.push_back(fds[0]);
+        c->args_.push_back(std::move(args));
+        c->pids_.push_back(-1);
+        auto fd = c->spawn(r);
+        if (!fd.ok()) return fd.status();
+        outs.push_back(*fd);
     }
     const auto deadline = Clock::now() + options.ready_timeout + std::chrono::seconds(5);
     Status failed;
@@ -150,6 +133,44 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start_once(const LocalCluste
     Status w = write_cluster(c->descriptor_path(), c->info_);
     if (!w.ok()) return w;
     return c;
+}
+
+Result<int> LocalCluster::spawn(uint32_t r) {
+    std::vector<char*> argv;
+    for (auto& a : args_[r]) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe");
+    std::string log = options_.dir + "/jobfsd." + std::to_string(r) + ".log";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::setsid(); // its own session: a terminal's Ctrl-C for the starter does not reach it
+        ::dup2(fds[1], STDOUT_FILENO);
+        int lf = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (lf >= 0) ::dup2(lf, STDERR_FILENO);
+        ::execv(argv[0], argv.data());
+        _exit(127);
+    }
+    ::close(fds[1]);
+    if (pid < 0) {
+        ::close(fds[0]);
+        return Status::from_errno(errno, "fork");
+    }
+    pids_[r] = pid;
+    return fds[0];
+}
+
+Status LocalCluster::restart(uint32_t rank) {
+    if (rank >= pids_.size()) return Status(Code::invalid, "no daemon " + std::to_string(rank));
+    if (pids_[rank] > 0) return Status(Code::busy, "daemon " + std::to_string(rank) + " is running");
+    auto fd = spawn(rank);
+    if (!fd.ok()) return fd.status();
+    const auto deadline = Clock::now() + options_.ready_timeout + std::chrono::seconds(5);
+    auto line = read_line(*fd, deadline);
+    while (line.ok() && line->rfind("ready ", 0) != 0) line = read_line(*fd, deadline);
+    ::close(*fd);
+    if (!line.ok()) return line.status().with_context("restart of jobfsd " + std::to_string(rank));
+    return Status::OK();
 }
 
 LocalCluster::~LocalCluster() { (void)stop(std::chrono::milliseconds(5000)); }

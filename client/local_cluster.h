@@ -37,6 +37,8 @@ public:
 
     Status stop(std::chrono::milliseconds grace = std::chrono::milliseconds(15000));
     void kill(uint32_t rank); // SIGKILL one daemon (fault injection)
+    // Starts a killed daemon again on its data directory and waits for its "ready".
+    Status restart(uint32_t rank);
     // Lets the daemons outlive this object (jobfs local up): their pids go to <dir>/pids, where
     // stop_detached() finds them.
     Status detach();
@@ -48,6 +50,9 @@ private:
     LocalClusterOptions options_;
     ClusterInfo info_;
     std::vector<pid_t> pids_;
+    std::vector<std::vector<std::string>> args_; // each daemon's command line, for restart
+    // Forks daemon `rank` with args_[rank]; returns the read end of its stdout.
+    Result<int> spawn(uint32_t rank);
 };
 
 // A loopback TCP port that binds now, below the kernel's ephemeral range (see the .cc).

@@ -1,11 +1,18 @@
+// chunk_service.cc: the chunk RPCs; chain forwarding, CRAQ versions, end-to-end checksums and
+// repair on read (chunk_service.h, docs/replication.md).
 #include "server/chunk_service.h"
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
+#include "block_crc.h"
 #include "daemon_protocol.h"
+#include "log.h"
 #include "server/daemon_stats.h"
 
 namespace jobfs::server {
@@ -14,33 +21,310 @@ using transport::OutBulk;
 using transport::ServerCall;
 namespace rpc = transport::rpc;
 
-ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool)
-    : store_(store), pool_(pool) {
+namespace {
+
+// Pieces in which a repair copies a chunk: the largest read a chunk request may carry in one go
+// is the chunk size, but a repair does not know the file's chunk size, only that a short answer
+// means the chunk's end.
+constexpr uint64_t kRepairPiece = 4ull << 20;
+
+// This daemon's place in a request's chain, or -1.
+int position(const std::vector<uint32_t>& chain, uint32_t rank) {
+    auto it = std::find(chain.begin(), chain.end(), rank);
+    return it == chain.end() ? -1 : static_cast<int>(it - chain.begin());
+}
+
+// Joins this daemon's own store with the successor's answer: replies once both are in, with the
+// first error.
+struct WriteJoin {
+    explicit WriteJoin(int parts) : left(parts) {}
+    std::mutex mu;
+    int left;
+    Status first;
+    // True for the caller that completed the last part.
+    bool done(Status s) {
+        std::lock_guard l(mu);
+        if (!s.ok() && first.ok()) first = std::move(s);
+        return --left == 0;
+    }
+};
+
+} // namespace
+
+uint64_t ChunkService::begin_write(ChunkId id, uint64_t version) {
+    std::lock_guard l(versions_mu_);
+    Versions& v = versions_[id];
+    if (version == 0) version = v.pending + 1;
+    v.pending = std::max(v.pending, version);
+    v.in_flight.insert(version);
+    return version;
+}
+
+void ChunkService::end_write(ChunkId id, uint64_t version) {
+    std::lock_guard l(versions_mu_);
+    auto it = versions_.find(id);
+    if (it == versions_.end()) return;
+    auto f = it->second.in_flight.find(version);
+    if (f != it->second.in_flight.end()) it->second.in_flight.erase(f);
+}
+
+bool ChunkService::dirty(ChunkId id, uint64_t* pending) {
+    std::lock_guard l(versions_mu_);
+    auto it = versions_.find(id);
+    if (it == versions_.end() || it->second.in_flight.empty()) return false;
+    *pending = it->second.pending;
+    return true;
+}
+
+uint64_t ChunkService::committed(ChunkId id) {
+    std::lock_guard l(versions_mu_);
+    auto it = versions_.find(id);
+    return it == versions_.end() ? 0 : it->second.committed();
+}
+
+uint64_t ChunkService::pending(ChunkId id) {
+    std::lock_guard l(versions_mu_);
+    auto it = versions_.find(id);
+    return it == versions_.end() ? 0 : it->second.pending;
+}
+
+Result<std::vector<uint8_t>> ChunkService::fetch(ChunkId id, uint32_t source_rank) {
+    if (!peer_) return Status(Code::unsupported, "no peers to copy from");
+    auto ep = peer_(source_rank);
+    if (!ep.ok()) return ep.status();
+    std::vector<uint8_t> data;
+    for (uint64_t off = 0;; off += kRepairPiece) {
+        data.resize(off + kRepairPiece);
+        transport::CallOptions o;
+        o.bulk_in = std::span<uint8_t>(data.data() + off, kRepairPiece);
+        auto r = rpc::call<proto::ChunkRead>(*ep, proto::ChunkReadRequest{{id.ino, id.index}, off, kRepairPiece, {}, 0}, o);
+        if (!r.ok()) return r.status().with_context("copy from daemon " + std::to_string(source_rank));
+        const auto got = std::span<const uint8_t>(data.data() + off, r->length);
+        if (transport::first_bad_block(off, got, r->crcs) >= 0)
+            return Status(Code::io, "daemon " + std::to_string(source_rank) + " sent a corrupt copy");
+        data.resize(off + r->length);
+        if (r->length < kRepairPiece || data.size() >= store_.chunk_size()) break;
+    }
+    return data;
+}
+
+Status ChunkService::install(ChunkId id, const std::vector<uint8_t>& data) {
+    // The local copy cannot be trusted anywhere: start from nothing.
+    JOBFS_RETURN_IF_ERROR(store_.truncate(id, 0));
+    if (!data.empty()) JOBFS_RETURN_IF_ERROR(store_.write(id, 0, data));
+    return store_.sync(id);
+}
+
+Status ChunkService::repair_from(ChunkId id, uint32_t source_rank) {
+    auto data = fetch(id, source_rank);
+    if (!data.ok()) return data.status().with_context("repair");
+    {
+        std::unique_lock g(guard(id));
+        JOBFS_RETURN_IF_ERROR(install(id, *data));
+    }
+    repairs_++;
+    JOBFS_WARN("repaired chunk %llu.%llu (%zu bytes) from daemon %u", static_cast<unsigned long long>(id.ino),
+               static_cast<unsigned long long>(id.index), data->size(), source_rank);
+    return Status::OK();
+}
+
+Result<uint64_t> ChunkService::resync_chunk(ChunkId id, uint32_t source) {
+    auto ep = peer_ ? peer_(source) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
+    if (!ep.ok()) return ep.status();
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        const uint64_t seen = pending(id);
+        // The source must hold every write of this chunk that reached us: it stores a write
+        // at the same time as it forwards it here, so wait for its commit.
+        auto v = rpc::call<proto::ChunkVersion>(*ep, proto::ChunkRef{id.ino, id.index});
+        if (!v.ok()) return v.status();
+        if (v->committed < seen) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            continue;
+        }
+        auto data = fetch(id, source);
+        if (!data.ok()) return data.status();
+        std::unique_lock g(guard(id));
+        uint64_t dummy;
+        if (pending(id) != seen || dirty(id, &dummy)) continue; // a write came meanwhile: again
+        JOBFS_RETURN_IF_ERROR(install(id, *data));
+        return static_cast<uint64_t>(data->size());
+    }
+    return Status(Code::busy, "chunk " + std::to_string(id.ino) + "." + std::to_string(id.index) +
+                                  " kept changing during its resync");
+}
+
+Result<std::vector<uint8_t>> ChunkService::read_whole(ChunkId id) {
+    std::vector<uint8_t> data;
+    for (uint64_t off = 0;; off += kRepairPiece) {
+        data.resize(off + kRepairPiece);
+        auto n = store_.read(id, off, std::span<uint8_t>(data.data() + off, kRepairPiece));
+        if (!n.ok()) return n.status();
+        data.resize(off + *n);
+        if (*n < kRepairPiece || data.size() >= store_.chunk_size()) break;
+    }
+    return data;
+}
+
+ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool, uint32_t rank,
+                           PeerFn peer, TableVersionFn table_version)
+    : store_(store), pool_(pool), rank_(rank), peer_(std::move(peer)), table_version_(std::move(table_version)) {
     auto* self = this;
-    rpc::serve<proto::ChunkWrite>(worker, [self](ServerCall call, proto::ChunkWriteRequest&& req) {
+    // A request built from an older chain table than ours must be re-planned by its sender.
+    auto stale = [self](uint64_t sender_version) -> Status {
+        const uint64_t mine = self->table_version_ ? self->table_version_() : 0;
+        if (sender_version != 0 && mine != 0 && sender_version < mine)
+            return Status(Code::again, "chain table " + std::to_string(sender_version) + " is stale (daemon " +
+                                           std::to_string(self->rank_) + " has " + std::to_string(mine) + ")");
+        return Status::OK();
+    };
+
+    rpc::serve<proto::ChunkWrite>(worker, [self, stale](ServerCall call, proto::ChunkWriteRequest&& req) {
         if (req.length != call.bulk_length())
             return call.reply(Status(Code::protocol, "chunk write announces " + std::to_string(req.length) +
                                                          " bytes but carries " + std::to_string(call.bulk_length())));
         if (req.offset > self->store_.chunk_size() || req.length > self->store_.chunk_size() - req.offset)
             return call.reply(Status(Code::invalid, "chunk write past the chunk size"));
+        if (Status s = stale(req.table_version); !s.ok()) return call.reply(s);
+        const int pos = req.chain.size() > 1 ? position(req.chain, self->rank_) : 0;
+        if (pos < 0)
+            return call.reply(Status(Code::again, "daemon " + std::to_string(self->rank_) + " is not in the chain"));
         auto buf = std::make_shared<std::vector<uint8_t>>(req.length);
-        call.receive_bulk(*buf, [self, call, buf, req](Status s) {
+        auto r = std::make_shared<proto::ChunkWriteRequest>(std::move(req));
+        call.receive_bulk(*buf, [self, call, buf, r, pos](Status s) {
             if (!s.ok()) return call.reply(s);
-            boost::asio::post(self->pool_, [self, call, buf, req] {
-                call.reply(self->store_.write(ChunkId{req.chunk.ino, req.chunk.index}, req.offset, *buf));
+            boost::asio::post(self->pool_, [self, call, buf, r, pos] {
+                const ChunkId id{r->chunk.ino, r->chunk.index};
+                if (!r->crcs.empty() && transport::first_bad_block(r->offset, *buf, r->crcs) >= 0) {
+                    self->checksum_errors_++;
+                    JOBFS_ERROR("chunk write of %llu.%llu arrived with bad checksums: refused",
+                                static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index));
+                    return call.reply(Status(Code::io, "chunk write arrived corrupt at daemon " +
+                                                           std::to_string(self->rank_)));
+                }
+                if (r->chain.size() <= 1) return call.reply(self->store_.write(id, r->offset, *buf)); // R=1: no hop
+                r->version = self->begin_write(id, r->version);
+                const bool forward = static_cast<size_t>(pos) + 1 < r->chain.size();
+                auto join = std::make_shared<WriteJoin>(forward ? 2 : 1);
+                auto finish = [self, call, id, r, join](Status st) {
+                    if (!join->done(std::move(st))) return;
+                    self->end_write(id, r->version);
+                    call.reply(join->first);
+                };
+                if (forward) {
+                    const uint32_t next = r->chain[pos + 1];
+                    auto ep = self->peer_ ? self->peer_(next) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
+                    if (!ep.ok()) {
+                        finish(ep.status().with_context("forward to daemon " + std::to_string(next)));
+                    } else {
+                        transport::CallOptions o;
+                        o.bulk_out = *buf;
+                        rpc::call_async<proto::ChunkWrite>(*ep, *r, o, [finish, buf, next](Result<proto::Empty> res, size_t) {
+                            finish(res.ok() ? Status::OK()
+                                            : res.status().with_context("chain successor daemon " + std::to_string(next)));
+                        });
+                    }
+                }
+                Status stored;
+                {
+                    std::shared_lock g(self->guard(id));
+                    stored = self->store_.write(id, r->offset, *buf);
+                }
+                finish(std::move(stored));
             });
         });
     });
-    rpc::serve<proto::ChunkRead>(worker, [self](ServerCall call, proto::ChunkReadRequest&& req) {
+
+    // Serves a read from the local copy; a corrupt copy is repaired from another replica first.
+    auto serve_read = [self](ServerCall call, proto::ChunkReadRequest req) {
+        boost::asio::post(self->pool_, [self, call, req] {
+            const ChunkId id{req.chunk.ino, req.chunk.index};
+            auto buf = std::make_shared<std::vector<uint8_t>>(req.length);
+            auto n = self->store_.read(id, req.offset, *buf);
+            if (!n.ok() && n.status().code() == Code::io && req.chain.size() > 1) {
+                self->checksum_errors_++;
+                // Any other replica of the chain; the reader checks what it gets in the end.
+                for (uint32_t other : req.chain) {
+                    if (other == self->rank_) continue;
+                    Status s = self->repair_from(id, other);
+                    if (s.ok()) {
+                        n = self->store_.read(id, req.offset, *buf);
+                        break;
+                    }
+                    JOBFS_WARN("repair of chunk %llu.%llu from daemon %u failed: %s",
+                               static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index),
+                               other, s.message().c_str());
+                }
+            }
+            if (!n.ok()) return call.reply(n.status());
+            const auto data = std::span<const uint8_t>(buf->data(), *n);
+            rpc::reply<proto::ChunkRead>(call, proto::ChunkReadResponse{*n, transport::block_crcs(req.offset, data), false},
+                                         OutBulk{data, buf});
+        });
+    };
+    rpc::serve<proto::ChunkRead>(worker, [self, stale, serve_read](ServerCall call, proto::ChunkReadRequest&& req) {
         if (req.length > self->store_.chunk_size())
             return call.reply(Status(Code::invalid, "chunk read larger than the chunk size"));
+        if (Status s = stale(req.table_version); !s.ok()) return call.reply(s);
+        const ChunkId id{req.chunk.ino, req.chunk.index};
+        uint64_t pending = 0;
+        const bool replicated = req.chain.size() > 1;
+        if (!replicated || req.chain.back() == self->rank_ || !self->dirty(id, &pending))
+            return serve_read(call, std::move(req));
+        // CRAQ: a dirty copy may be read only if the tail has committed what it holds.
+        const uint32_t tail = req.chain.back();
+        auto ep = self->peer_ ? self->peer_(tail) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
+        auto redirect = [call] { rpc::reply<proto::ChunkRead>(call, proto::ChunkReadResponse{0, {}, true}); };
+        if (!ep.ok()) return redirect();
+        rpc::call_async<proto::ChunkVersion>(*ep, req.chunk, {},
+                                             [call, req, pending, serve_read, redirect](Result<proto::ChunkVersionResponse> v, size_t) {
+                                                 if (v.ok() && v->committed >= pending) return serve_read(call, req);
+                                                 redirect();
+                                             });
+    });
+    rpc::serve<proto::ChunkScrub>(worker, [self](ServerCall call, proto::ChunkScrubRequest&& req) {
         boost::asio::post(self->pool_, [self, call, req] {
-            auto buf = std::make_shared<std::vector<uint8_t>>(req.length);
-            auto n = self->store_.read(ChunkId{req.chunk.ino, req.chunk.index}, req.offset, *buf);
-            if (!n.ok()) return call.reply(n.status());
-            rpc::reply<proto::ChunkRead>(call, proto::ChunkReadResponse{*n},
-                                         OutBulk{std::span<const uint8_t>(buf->data(), *n), buf});
+            const ChunkId id{req.chunk.ino, req.chunk.index};
+            proto::ChunkScrubResponse out;
+            auto data = self->read_whole(id);
+            uint32_t source = req.repair_from;
+            if (!data.ok()) {
+                if (data.status().code() != Code::io) return call.reply(data.status());
+                self->checksum_errors_++;
+                out.corrupt = true;
+                JOBFS_ERROR("scrub: chunk %llu.%llu is corrupt: %s", static_cast<unsigned long long>(id.ino),
+                            static_cast<unsigned long long>(id.index), data.status().message().c_str());
+            }
+            if (out.corrupt || source != proto::kNoRank) {
+                Status s = Status(Code::io, "no other copy to repair from");
+                if (source != proto::kNoRank && source != self->rank_) {
+                    s = self->repair_from(id, source);
+                } else {
+                    for (uint32_t other : req.chain) {
+                        if (other == self->rank_) continue;
+                        s = self->repair_from(id, other);
+                        if (s.ok()) break;
+                    }
+                }
+                if (!s.ok()) return call.reply(s.with_context("scrub repair of chunk " + std::to_string(id.ino) + "." +
+                                                              std::to_string(id.index)));
+                out.repaired = true;
+                data = self->read_whole(id);
+                if (!data.ok()) return call.reply(data.status());
+            }
+            out.length = data->size();
+            out.crc = transport::crc32c(*data);
+            rpc::reply<proto::ChunkScrub>(call, out);
         });
+    });
+    rpc::serve<proto::ChunkResync>(worker, [self](ServerCall call, proto::ChunkResyncRequest&& req) {
+        boost::asio::post(self->resync_pool_, [self, call, req] {
+            auto n = self->resync_chunk(ChunkId{req.chunk.ino, req.chunk.index}, req.source);
+            if (!n.ok()) return call.reply(n.status());
+            rpc::reply<proto::ChunkResync>(call, proto::ResyncResponse{1, *n});
+        });
+    });
+    rpc::serve<proto::ChunkVersion>(worker, [self](ServerCall call, proto::ChunkRef&& req) {
+        rpc::reply<proto::ChunkVersion>(call, proto::ChunkVersionResponse{self->committed(ChunkId{req.ino, req.index})});
     });
     rpc::serve<proto::ChunkTruncate>(worker, [self](ServerCall call, proto::ChunkTruncateRequest&& req) {
         boost::asio::post(self->pool_, [self, call, req] {
@@ -51,7 +335,13 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
         boost::asio::post(self->pool_, [self, call, req] { call.reply(self->store_.sync(ChunkId{req.ino, req.index})); });
     });
     rpc::serve<proto::FileRemoveChunks>(worker, [self](ServerCall call, proto::FileChunksRequest&& req) {
-        boost::asio::post(self->pool_, [self, call, req] { call.reply(self->store_.remove_file(req.ino)); });
+        boost::asio::post(self->pool_, [self, call, req] {
+            {
+                std::lock_guard l(self->versions_mu_);
+                std::erase_if(self->versions_, [&](const auto& kv) { return kv.first.ino == req.ino; });
+            }
+            call.reply(self->store_.remove_file(req.ino));
+        });
     });
     rpc::serve<proto::DiskSpace>(worker, [self](ServerCall call, proto::Empty&&) {
         boost::asio::post(self->pool_, [self, call] {

@@ -5,9 +5,26 @@
 // handed to an I/O pool; the reply is sent from there. A write's payload is received by
 // rendezvous straight into the buffer that the pool then writes to the chunk file; a read's
 // buffer goes back by rendezvous from the pool.
+//
+// Chain replication (docs/replication.md): a write that names a chain is stored here and, at
+// the same time, passed to this daemon's successor in the chain; the answer goes back once
+// both are done, so the head answers the client only when the tail has stored the bytes. Each
+// chunk's writes are numbered by the head (CRAQ versions); a replica that holds a write not yet
+// acknowledged by the rest of the chain is dirty, and a read of it asks the tail which version
+// is committed before serving (or tells the reader to ask the tail). Every write's end-to-end
+// checksums are checked before storing; a read whose stored copy is corrupt is repaired from
+// another replica of the chain and then served.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
+
+#include <array>
+#include <atomic>
+#include <shared_mutex>
+#include <functional>
+#include <set>
+#include <mutex>
+#include <unordered_map>
 
 #include "server/chunk_store.h"
 #include "worker.h"
@@ -16,12 +33,67 @@ namespace jobfs::server {
 
 class ChunkService {
 public:
+    // peer(rank): the connection to another daemon (for forwarding and repairs).
+    using PeerFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
+    // The chain table version this daemon knows (0: no table; requests are not checked).
+    using TableVersionFn = std::function<uint64_t()>;
+
     // Registers the handlers on `worker`. `store` and `pool` must outlive the worker's use.
-    ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool);
+    ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool, uint32_t rank = 0,
+                 PeerFn peer = {}, TableVersionFn table_version = {});
+
+    // Counters for status and tests.
+    uint64_t repairs() const { return repairs_.load(); }
+    uint64_t checksum_errors() const { return checksum_errors_.load(); }
+
+    // Reads a whole chunk from another replica and stores it here in place of the local copy
+    // (repair after a checksum error; resync). Blocking: call on the pool only.
+    Status repair_from(ChunkId id, uint32_t source_rank);
+
+    // Replaces the local copy of a chunk with `source`'s, safely while writes go on (resync):
+    // waits until the source has stored every write of the chunk this daemon has seen, copies,
+    // and installs the copy only if no write arrived here meanwhile (else copies again).
+    // Returns the bytes copied. Blocking: call on a thread of its own.
+    Result<uint64_t> resync_chunk(ChunkId id, uint32_t source);
+
+    // The whole local copy of a chunk, every block verified (scrub, repair source checks).
+    Result<std::vector<uint8_t>> read_whole(ChunkId id);
 
 private:
+    struct ChunkIdHash {
+        size_t operator()(const ChunkId& c) const { return std::hash<uint64_t>()(c.ino * 0x9e3779b97f4a7c15ull ^ c.index); }
+    };
+    // A chunk's CRAQ versions on this daemon: the newest write seen and the writes not yet
+    // acknowledged by the rest of the chain.
+    struct Versions {
+        uint64_t pending = 0;
+        std::multiset<uint64_t> in_flight;
+        uint64_t committed() const { return in_flight.empty() ? pending : *in_flight.begin() - 1; }
+    };
+
+    uint64_t begin_write(ChunkId id, uint64_t version); // version 0: number it (head)
+    void end_write(ChunkId id, uint64_t version);
+    // True with the newest version seen when a write of the chunk is still in flight.
+    bool dirty(ChunkId id, uint64_t* pending);
+    uint64_t committed(ChunkId id);
+    uint64_t pending(ChunkId id);
+    // Writes hold a chunk's guard shared while they store; resync holds it exclusively while it
+    // checks that no write came and installs its copy.
+    std::shared_mutex& guard(ChunkId id) { return guards_[ChunkIdHash()(id) % guards_.size()]; }
+    Status install(ChunkId id, const std::vector<uint8_t>& data);
+    Result<std::vector<uint8_t>> fetch(ChunkId id, uint32_t source);
+
     ChunkStore& store_;
     boost::asio::thread_pool& pool_;
+    uint32_t rank_;
+    PeerFn peer_;
+    TableVersionFn table_version_;
+    std::mutex versions_mu_;
+    std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
+    std::array<std::shared_mutex, 64> guards_;
+    boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
+    std::atomic<uint64_t> repairs_{0};
+    std::atomic<uint64_t> checksum_errors_{0};
 };
 
 } // namespace jobfs::server

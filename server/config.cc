@@ -33,7 +33,7 @@ struct Table {
     DaemonConfig c;
     ByteSize chunk{4ull << 20};
     std::string daemons;
-    long call_timeout_ms = 30000, startup_timeout_ms = 60000;
+    long call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 5000;
 
     Table() {
         desc.add_options()
@@ -54,6 +54,8 @@ struct Table {
             ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
             ("startup-timeout-ms", po::value(&startup_timeout_ms)->default_value(startup_timeout_ms), "how long to wait for the whole group at start")
+            ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "milliseconds between heartbeats to each peer daemon")
+            ("failure-timeout-ms", po::value(&failure_timeout_ms)->default_value(failure_timeout_ms), "a daemon silent this long is taken offline by the manager (its chains shrink)")
             ("log-level", po::value(&c.log_level)->default_value(c.log_level), "error, warn, info or debug");
     }
 
@@ -61,6 +63,10 @@ struct Table {
         c.chunk_size = chunk.value;
         c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
         c.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
+        c.heartbeat = std::chrono::milliseconds(heartbeat_ms);
+        c.failure_timeout = std::chrono::milliseconds(failure_timeout_ms);
+        if (heartbeat_ms <= 0 || failure_timeout_ms < 2 * heartbeat_ms)
+            return Status(Code::invalid, "heartbeat-ms must be positive and failure-timeout-ms at least twice it");
         c.daemons.clear();
         if (!daemons.empty()) {
             // host:port items; hosts may be Slurm host lists (n[1-4]) and "slurm" is the job's

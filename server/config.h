@@ -31,6 +31,8 @@ struct DaemonConfig {
     uint32_t busy_poll_us = 0;          // busy-poll-us: transport polling after activity
     std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms
     std::chrono::milliseconds startup_timeout{60000}; // startup-timeout-ms: wait for the group
+    std::chrono::milliseconds heartbeat{200};          // heartbeat-ms: between heartbeats to each peer
+    std::chrono::milliseconds failure_timeout{5000};   // failure-timeout-ms: silence that makes a daemon offline
     std::string log_level = "warn";     // log-level: error, warn, info, debug
 };
 

@@ -19,7 +19,9 @@
 #include "server/chunk_service.h"
 #include "server/chunk_store.h"
 #include "server/meta_service.h"
+#include "server/membership.h"
 #include "server/meta_shard.h"
+#include "server/resync.h"
 #include "worker.h"
 
 namespace jobfs::server {
@@ -34,8 +36,10 @@ struct Daemon::Parts {
     std::unique_ptr<MetaShard> meta;
     std::unique_ptr<boost::asio::thread_pool> pool;
     std::unique_ptr<transport::Worker> worker;
+    std::unique_ptr<Membership> membership;
     std::unique_ptr<ChunkService> chunk_service;
     std::unique_ptr<MetaService> meta_service;
+    std::unique_ptr<Resync> resync;
     std::mutex peers_mu; // guards peers: filled at start while requests may already arrive
     std::vector<transport::Endpoint> peers; // by rank; our own slot stays empty
 };
@@ -121,7 +125,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     p.chunks = std::move(*chunks);
     // This daemon's rank is its shard of the namespace; shard 0 holds the root.
     auto meta = MetaShard::open(config.data_dir + "/meta.db", rank,
-                               Layout{static_cast<uint32_t>(config.chunk_size), config.stripe_count});
+                               Layout{static_cast<uint32_t>(config.chunk_size), config.stripe_count, config.replicas});
     if (!meta.ok()) return meta.status().with_context("metadata");
     p.meta = std::move(*meta);
     p.pool = std::make_unique<boost::asio::thread_pool>(config.io_threads);
@@ -134,17 +138,32 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     auto worker = transport::Worker::create(wo);
     if (!worker.ok()) return worker.status();
     p.worker = std::move(*worker);
-    p.chunk_service = std::make_unique<ChunkService>(*p.worker, *p.chunks, *p.pool);
     Parts* parts = &p;
-    p.meta_service = std::make_unique<MetaService>(
-        *p.worker, *p.meta, rank, size,
-        [parts](uint32_t r) -> Result<transport::Endpoint> {
-            std::lock_guard lock(parts->peers_mu);
-            if (r >= parts->peers.size() || !parts->peers[r].valid())
-                return Status(Code::peer_gone, "no connection to daemon " + std::to_string(r));
-            return parts->peers[r];
-        },
-        *p.pool);
+    auto peer = [parts](uint32_t r) -> Result<transport::Endpoint> {
+        std::lock_guard lock(parts->peers_mu);
+        if (r >= parts->peers.size() || !parts->peers[r].valid())
+            return Status(Code::peer_gone, "no connection to daemon " + std::to_string(r));
+        return parts->peers[r];
+    };
+    // Peers' addresses are known only after the PMIx exchange below: read them when needed.
+    const DaemonConfig* cfg = &config;
+    auto reconnect = [parts, cfg](uint32_t r) -> Status {
+        if (r >= cfg->daemons.size()) return Status(Code::invalid, "no daemon " + std::to_string(r));
+        auto [host, pport] = split_host_port(cfg->daemons[r]);
+        auto ep = parts->worker->connect(host, pport);
+        if (!ep.ok()) return ep.status();
+        std::lock_guard lock(parts->peers_mu);
+        if (r < parts->peers.size()) parts->peers[r] = *ep;
+        JOBFS_INFO("reconnected to daemon %u at %s", r, cfg->daemons[r].c_str());
+        return Status::OK();
+    };
+    p.membership = std::make_unique<Membership>(*p.worker, rank, size, peer, reconnect,
+                                                Membership::Options{config.heartbeat, config.failure_timeout});
+    Membership* membership = p.membership.get();
+    p.chunk_service = std::make_unique<ChunkService>(*p.worker, *p.chunks, *p.pool, rank, peer,
+                                                     [membership] { return membership->table_version(); });
+    p.meta_service = std::make_unique<MetaService>(*p.worker, *p.meta, rank, size, peer, *p.pool);
+    p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();
     d->port_ = *port;
@@ -217,6 +236,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     // Cross-shard operations a crash interrupted are finished or undone now that every
     // shard they touch is reachable.
     p.meta_service->resume_intents();
+    // A restarted daemon that the others took offline catches up before it serves reads.
+    const bool rejoin = p.membership->adopt_from_peers();
+    p.membership->start();
+    if (rejoin) p.resync->rejoin();
     return d;
 }
 
@@ -228,6 +251,8 @@ void Daemon::stop() {
         JOBFS_WARN("cannot remove cluster-file %s: %s", config_.cluster_file.c_str(), std::strerror(errno));
     wrote_cluster_file_ = false;
     if (p.worker) p.worker->stop_listening();
+    if (p.resync) p.resync->stop();         // walks in progress end (their calls fail or finish)
+    if (p.membership) p.membership->stop(); // no heartbeats to a group going away
     if (p.meta_service) p.meta_service->stop(); // coordinators finish their cross-shard steps
     if (p.pool) p.pool->join(); // queued disk work finishes and its replies go out
     {
@@ -236,7 +261,9 @@ void Daemon::stop() {
     }
     p.worker.reset();      // connections flushed and closed
     p.chunk_service.reset();
+    p.resync.reset();
     p.meta_service.reset();
+    p.membership.reset();
     p.pool.reset();
     p.meta.reset();        // SQLite closed (WAL checkpointed)
     p.chunks.reset();

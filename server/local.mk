@@ -4,6 +4,8 @@ server_libjobfs_server_la_SOURCES = \
 	server/config.h server/config.cc \
 	server/chunk_store.h server/chunk_store.cc \
 	server/chunk_service.h server/chunk_service.cc \
+	server/membership.h server/membership.cc \
+	server/resync.h server/resync.cc \
 	server/daemon_stats.h server/daemon_stats.cc \
 	server/daemon.h server/daemon.cc \
 	server/bootstrap_pmix.h server/bootstrap_pmix.cc \

@@ -228,6 +228,7 @@ Result<Attr> MetaCoordinator::mkdir(const Cred& cred, uint64_t parent, const std
     tmpl.nlink = 2;
     tmpl.chunk_size = dir->chunk_size;
     tmpl.stripe_count = dir->stripe_count;
+    tmpl.replicas = dir->replicas;
     tmpl.parent = parent;
 
     Intent in;

@@ -52,7 +52,7 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
     });
     serve_on_pool<proto::Create>(w, pool, [&sh](const proto::CreateRequest& r) {
         return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
-                                  Layout{r.chunk_size, r.stripe_count}));
+                                  Layout{r.chunk_size, r.stripe_count, r.replicas}));
     });
     serve_on_pool<proto::Mkdir>(w, *cpool, [co](const proto::MkdirRequest& r) {
         return attr_out(co->mkdir(from_wire(r.cred), r.parent, r.name, r.mode));
@@ -125,7 +125,7 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
         return attr_out(sh.extend_size(r.ino, r.size));
     });
     serve_on_pool<proto::SetLayout>(w, pool, [&sh](const proto::LayoutRequest& r) {
-        return attr_out(sh.set_layout(from_wire(r.cred), r.ino, Layout{r.chunk_size, r.stripe_count}));
+        return attr_out(sh.set_layout(from_wire(r.cred), r.ino, Layout{r.chunk_size, r.stripe_count, r.replicas}));
     });
     serve_on_pool<proto::Setxattr>(w, pool, [&sh](const proto::XattrRequest& r) {
         return sh.setxattr(from_wire(r.cred), r.ino, r.name, r.value, r.flags);

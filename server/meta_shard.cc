@@ -7,6 +7,8 @@
 // and a row is small.
 #include "meta_shard.h"
 
+#include "log.h"
+
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -22,7 +24,9 @@ namespace jobfs::server {
 
 namespace {
 
-constexpr int64_t kSchemaVersion = 2;
+// 3: inodes.replicas (chain replication, docs/replication.md). A version-2 database is
+// migrated when opened: its files were stored once, so they get replicas = 1.
+constexpr int64_t kSchemaVersion = 3;
 constexpr int kBusyTimeoutMs = 5000;
 
 // Root's parent walk and corrupt databases: never follow more parents than this.
@@ -34,7 +38,8 @@ CREATE TABLE IF NOT EXISTS inodes(
     uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL, nlink INTEGER NOT NULL,
     atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
     rdev INTEGER NOT NULL, target BLOB, chunk_size INTEGER NOT NULL,
-    stripe_count INTEGER NOT NULL, generation INTEGER NOT NULL, parent INTEGER NOT NULL);
+    stripe_count INTEGER NOT NULL, generation INTEGER NOT NULL, parent INTEGER NOT NULL,
+    replicas INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS dentries(
     parent INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL, type INTEGER NOT NULL,
     PRIMARY KEY(parent, name)) WITHOUT ROWID;
@@ -57,7 +62,7 @@ CREATE TABLE IF NOT EXISTS applied(
 
 constexpr const char* kInodeColumns =
     "ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, "
-    "chunk_size, stripe_count, generation, parent";
+    "chunk_size, stripe_count, generation, parent, replicas";
 
 int64_t now_ns() {
     timespec ts{};
@@ -219,6 +224,7 @@ struct MetaShard::Impl {
     uint32_t shard_id = 0;
     uint32_t default_chunk_size = kDefaultChunkSize;
     uint32_t default_stripe_count = 0;  // 0: all daemons
+    uint32_t default_replicas = 1;
     std::mutex mu;
     std::string op;  // the running operation, for error messages ("mkdir 'a' in 1")
     std::unordered_map<std::string, sqlite3_stmt*> stmts;
@@ -322,6 +328,7 @@ struct MetaShard::Impl {
         a.stripe_count = st.u32(13);
         a.generation = st.u64(14);
         a.parent = st.u64(15);
+        a.replicas = st.u32(16);
         return a;
     }
 
@@ -361,18 +368,19 @@ struct MetaShard::Impl {
 
     Status insert_inode(const Attr& a) {
         return run("INSERT INTO inodes(ino, type, mode, uid, gid, size, nlink, atime_ns, "
-                   "mtime_ns, ctime_ns, rdev, target, chunk_size, stripe_count, generation, parent) "
-                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "mtime_ns, ctime_ns, rdev, target, chunk_size, stripe_count, generation, parent, replicas) "
+                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    a.ino, a.type, a.mode, a.uid, a.gid, a.size, a.nlink, a.atime_ns, a.mtime_ns,
-                   a.ctime_ns, a.rdev, a.target, a.chunk_size, a.stripe_count, a.generation, a.parent);
+                   a.ctime_ns, a.rdev, a.target, a.chunk_size, a.stripe_count, a.generation, a.parent,
+                   a.replicas);
     }
 
     Status store_inode(const Attr& a) {
         return run("UPDATE inodes SET mode = ?, uid = ?, gid = ?, size = ?, nlink = ?, "
                    "atime_ns = ?, mtime_ns = ?, ctime_ns = ?, rdev = ?, target = ?, "
-                   "chunk_size = ?, stripe_count = ?, parent = ? WHERE ino = ?",
+                   "chunk_size = ?, stripe_count = ?, parent = ?, replicas = ? WHERE ino = ?",
                    a.mode, a.uid, a.gid, a.size, a.nlink, a.atime_ns, a.mtime_ns, a.ctime_ns,
-                   a.rdev, a.target, a.chunk_size, a.stripe_count, a.parent, a.ino);
+                   a.rdev, a.target, a.chunk_size, a.stripe_count, a.parent, a.replicas, a.ino);
     }
 
     Status erase_inode(uint64_t ino) {
@@ -488,6 +496,9 @@ struct MetaShard::Impl {
     }
 
     Status check_layout(const Layout& l) const {
+        if (l.replicas > kMaxReplicas)
+            return fail(Code::invalid, "replication factor " + std::to_string(l.replicas) + " is not 1 to " +
+                                           std::to_string(kMaxReplicas));
         if (l.chunk_size == 0) return Status::OK();
         if (l.chunk_size < kMinChunkSize || l.chunk_size > kMaxChunkSize ||
             (l.chunk_size & (l.chunk_size - 1)) != 0)
@@ -593,6 +604,7 @@ struct MetaShard::Impl {
         a.stripe_count = layout.stripe_count ? layout.stripe_count
                          : dir->stripe_count ? dir->stripe_count
                                              : default_stripe_count;
+        a.replicas = layout.replicas ? layout.replicas : dir->replicas ? dir->replicas : default_replicas;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
         JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
         return a;
@@ -618,6 +630,7 @@ struct MetaShard::Impl {
         a.parent = dir->ino;
         a.chunk_size = dir->chunk_size;
         a.stripe_count = dir->stripe_count;
+        a.replicas = dir->replicas;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
         JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
         return a;
@@ -908,8 +921,10 @@ struct MetaShard::Impl {
             if (a->size != 0) return fail(Code::busy, "file already has data");
             // A file always has a concrete chunk size.
             a->chunk_size = layout.chunk_size ? layout.chunk_size : default_chunk_size;
+            a->replicas = layout.replicas ? layout.replicas : default_replicas;
         } else {
             a->chunk_size = layout.chunk_size;
+            a->replicas = layout.replicas;
         }
         a->stripe_count = layout.stripe_count;
         a->ctime_ns = now_ns();
@@ -1066,7 +1081,7 @@ struct MetaShard::Impl {
         if (tmpl.type == FileType::symlink &&
             (tmpl.target.empty() || tmpl.target.size() > kMaxSymlinkLen))
             return fail(Code::invalid, "bad symlink target");
-        JOBFS_RETURN_IF_ERROR(check_layout(Layout{tmpl.chunk_size, tmpl.stripe_count}));
+        JOBFS_RETURN_IF_ERROR(check_layout(Layout{tmpl.chunk_size, tmpl.stripe_count, tmpl.replicas}));
         Attr a;
         a.type = tmpl.type;
         a.mode = type_bits(tmpl.type) | (tmpl.mode & 07777);
@@ -1079,6 +1094,8 @@ struct MetaShard::Impl {
         a.chunk_size = tmpl.chunk_size;
         if (a.type == FileType::regular && a.chunk_size == 0) a.chunk_size = default_chunk_size;
         a.stripe_count = tmpl.stripe_count;
+        a.replicas = tmpl.replicas;
+        if (a.type == FileType::regular && a.replicas == 0) a.replicas = default_replicas;
         a.parent = tmpl.type == FileType::directory ? tmpl.parent : 0;
         a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
         a.generation = 1;
@@ -1366,10 +1383,20 @@ struct MetaShard::Impl {
             return fail(Code::invalid, "database belongs to shard " + std::to_string(stored_shard));
         auto version = meta_value("schema_version");
         if (!version.ok()) return version.status();
-        if (*version != kSchemaVersion)
+        if (*version == 2) JOBFS_RETURN_IF_ERROR(migrate_from_2());
+        else if (*version != kSchemaVersion)
             return fail(Code::unsupported, "schema version " + std::to_string(*version) +
                                                ", this build reads " + std::to_string(kSchemaVersion));
         return meta_value("next_seq").status();
+    }
+
+    // Version 2 had no replicas column: every file was stored once.
+    Status migrate_from_2() {
+        JOBFS_INFO("%s: migrating schema version 2 to %lld (replicas = 1 for existing files)", op.c_str(),
+                   static_cast<long long>(kSchemaVersion));
+        JOBFS_RETURN_IF_ERROR(exec("ALTER TABLE inodes ADD COLUMN replicas INTEGER NOT NULL DEFAULT 1;"
+                                   "UPDATE inodes SET replicas = 0 WHERE type = 2;"));
+        return run("UPDATE meta SET value = ? WHERE key = 'schema_version'", kSchemaVersion);
     }
 
     Status init_new() {
@@ -1401,6 +1428,7 @@ Result<std::unique_ptr<MetaShard>> MetaShard::open(const std::string& path, uint
     impl->shard_id = shard_id;
     impl->default_chunk_size = defaults.chunk_size ? defaults.chunk_size : kDefaultChunkSize;
     impl->default_stripe_count = defaults.stripe_count;
+    impl->default_replicas = defaults.replicas ? defaults.replicas : 1;
     impl->op = "open meta shard " + std::to_string(shard_id) + " at " + path;
     if (shard_id > kMaxShardId)
         return impl->fail(Code::invalid, "shard id above " + std::to_string(kMaxShardId));
@@ -1652,6 +1680,21 @@ Result<uint64_t> MetaShard::parent_of(uint64_t ino) {
     auto a = impl_->load_inode(ino);
     if (!a.ok()) return impl_->with_op(a.status());
     return a->parent;
+}
+
+Result<std::vector<Attr>> MetaShard::regular_files() {
+    JOBFS_META_OP("files of shard " + std::to_string(shard_id_));
+    static const std::string sql = std::string("SELECT ") + kInodeColumns + " FROM inodes WHERE type = 1 ORDER BY ino";
+    auto st = impl_->query(sql.c_str());
+    if (!st.ok()) return impl_->with_op(st.status());
+    std::vector<Attr> out;
+    for (;;) {
+        auto row = st->step();
+        if (!row.ok()) return impl_->with_op(row.status());
+        if (!*row) break;
+        out.push_back(Impl::attr_of(*st));
+    }
+    return out;
 }
 
 Result<Counts> MetaShard::counts() {

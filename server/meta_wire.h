@@ -11,7 +11,8 @@ inline Cred from_wire(const proto::Cred& c) { return Cred{c.uid, c.gid, c.groups
 inline proto::Attr to_wire(const Attr& a) {
     return proto::Attr{a.ino,      static_cast<uint8_t>(a.type), a.mode,       a.uid,          a.gid,
                        a.size,     a.nlink,                      a.atime_ns,   a.mtime_ns,     a.ctime_ns,
-                       a.rdev,     a.target,                     a.chunk_size, a.stripe_count, a.generation};
+                       a.rdev,     a.target,                     a.chunk_size, a.stripe_count, a.generation,
+                       a.replicas};
 }
 
 inline Attr from_wire(const proto::Attr& w) {
@@ -31,6 +32,7 @@ inline Attr from_wire(const proto::Attr& w) {
     a.chunk_size = w.chunk_size;
     a.stripe_count = w.stripe_count;
     a.generation = w.generation;
+    a.replicas = w.replicas;
     return a;
 }
 

@@ -28,23 +28,87 @@ struct ChunkRef {
 };
 
 // Request bulk: `length` bytes to write at `offset` within the chunk.
+// Replication (docs/replication.md): `chain` lists the chunk's serving daemons, head first; a
+// daemon stores the bytes and passes the request to its successor, and answers once the rest
+// of the chain has (the tail has stored it). Empty or one entry: no replication, no hop.
+// `crcs` are the writer's CRC32C of the payload cut at the chunk's 64 KiB blocks
+// (ucx-transport/block_crc.h): every replica checks them before storing (empty: not sent).
+// `version` is 0 from the client; the head numbers the chunk's writes (CRAQ) and passes on.
+// `table_version` is the chain table the sender used: a daemon that knows a newer one answers
+// Code::again, and the sender refreshes its table and retries.
 struct ChunkWriteRequest {
     ChunkRef chunk;
     uint64_t offset = 0;
     uint64_t length = 0;
-    JOBFS_FIELDS(chunk, offset, length)
+    std::vector<uint32_t> chain;
+    std::vector<uint32_t> crcs;
+    uint64_t version = 0;
+    uint64_t table_version = 0;
+    JOBFS_FIELDS(chunk, offset, length, chain, crcs, version, table_version)
 };
 
 // Reply bulk: the bytes read; `length` says how many the chunk holds there (short at its end).
+// `chain` as for writes (the daemon needs the tail, and the other copies for a repair).
+// The reply carries the CRC32C of the bytes returned, cut as a write's; `dirty`: this replica
+// holds a write the tail has not committed yet, ask the tail instead (CRAQ).
 struct ChunkReadRequest {
     ChunkRef chunk;
     uint64_t offset = 0;
     uint64_t length = 0;
-    JOBFS_FIELDS(chunk, offset, length)
+    std::vector<uint32_t> chain;
+    uint64_t table_version = 0;
+    JOBFS_FIELDS(chunk, offset, length, chain, table_version)
 };
 struct ChunkReadResponse {
     uint64_t length = 0;
-    JOBFS_FIELDS(length)
+    std::vector<uint32_t> crcs;
+    bool dirty = false;
+    JOBFS_FIELDS(length, crcs, dirty)
+};
+
+// Scrub (jobfs scrub): the daemon reads its whole copy of the chunk and checks every block. A
+// corrupt copy is repaired from another member of `chain`; `repair_from` (a rank; kNoRank:
+// none) makes it replace its copy with that daemon's even when its own checks out (the scrub
+// found the replicas differ: a write this daemon missed). The answer describes the copy
+// after any repair: its length and the CRC32C of all its bytes, to compare replicas.
+constexpr uint32_t kNoRank = 0xffffffffu;
+struct ChunkScrubRequest {
+    ChunkRef chunk;
+    std::vector<uint32_t> chain;
+    uint32_t repair_from = kNoRank;
+    JOBFS_FIELDS(chunk, chain, repair_from)
+};
+struct ChunkScrubResponse {
+    uint64_t length = 0;
+    uint32_t crc = 0;
+    bool corrupt = false;  // the copy failed its checks
+    bool repaired = false; // and was replaced (or replaced on request)
+    JOBFS_FIELDS(length, crc, corrupt, repaired)
+};
+
+// Resync (server/resync): a restarted daemon copies the chunks it missed. ResyncShard asks a
+// daemon to walk the files of its metadata shard and, for every chunk whose chain includes
+// `target`, to send `target` a ChunkResync naming a serving copy (`source`); the target
+// replaces its copy with the source's once the source holds every write the target has seen.
+struct ChunkResyncRequest {
+    ChunkRef chunk;
+    uint32_t source = 0;
+    JOBFS_FIELDS(chunk, source)
+};
+struct ResyncShardRequest {
+    uint32_t target = 0;
+    JOBFS_FIELDS(target)
+};
+struct ResyncResponse {
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;
+    JOBFS_FIELDS(chunks, bytes)
+};
+
+// Between daemons: the newest version of a chunk whose write the tail has stored.
+struct ChunkVersionResponse {
+    uint64_t committed = 0;
+    JOBFS_FIELDS(committed)
 };
 
 struct ChunkTruncateRequest {
@@ -83,6 +147,45 @@ JOBFS_RPC(ChunkSync, 35, ChunkRef, Empty);
 JOBFS_RPC(FileRemoveChunks, 36, FileChunksRequest, Empty);
 JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
 JOBFS_RPC(DaemonStats, 38, Empty, DaemonStatsResponse);
+JOBFS_RPC(ChunkVersion, 39, ChunkRef, ChunkVersionResponse);
+JOBFS_RPC(ChunkScrub, 43, ChunkScrubRequest, ChunkScrubResponse);
+JOBFS_RPC(ChunkResync, 44, ChunkResyncRequest, ResyncResponse);
+JOBFS_RPC(ResyncShard, 45, ResyncShardRequest, ResyncResponse);
+
+// ---- membership (server/membership): heartbeats and the chain table ------------------------
+// The chain table says which daemons serve chunks. A chunk's chain is the placement of
+// client/layout.h with the daemons that are not serving left out; `version` grows with every
+// change, published by the manager (the lowest-ranked daemon alive). Between two tables of one
+// version (two managers during a partition) the one of the lower manager wins.
+enum : uint8_t { kDaemonServing = 0, kDaemonSyncing = 1, kDaemonOffline = 2 };
+
+struct ChainTable {
+    uint64_t version = 0;          // 0: no table (every daemon serves)
+    uint32_t manager = 0;          // the daemon that published it
+    std::vector<uint8_t> states;   // by rank: kDaemon*
+    std::vector<uint64_t> sync_done;  // by rank: bytes resynced so far (state syncing)
+    std::vector<uint64_t> sync_total; // by rank: bytes to resync
+    JOBFS_FIELDS(version, manager, states, sync_done, sync_total)
+};
+
+struct HeartbeatRequest {
+    uint32_t rank = 0;
+    uint64_t table_version = 0;
+    JOBFS_FIELDS(rank, table_version)
+};
+struct HeartbeatResponse {
+    uint64_t table_version = 0;
+    JOBFS_FIELDS(table_version)
+};
+
+// True if a is newer than b: a higher version, or the same version from a lower-ranked manager.
+inline bool newer_table(const ChainTable& a, const ChainTable& b) {
+    return a.version > b.version || (a.version == b.version && a.version != 0 && a.manager < b.manager);
+}
+
+JOBFS_RPC(Heartbeat, 40, HeartbeatRequest, HeartbeatResponse);
+JOBFS_RPC(ChainTableGet, 41, Empty, ChainTable);
+JOBFS_RPC(ChainTablePublish, 42, ChainTable, Empty);
 
 // ---- namespace (server/meta_service) ------------------------------------------------------
 // A request goes to the daemon whose shard holds the inode it names first: shard_of(ino) for
@@ -112,8 +215,9 @@ struct Attr {
     uint32_t chunk_size = 0;
     uint32_t stripe_count = 0;
     uint64_t generation = 0;
+    uint32_t replicas = 0; // copies of each chunk (file: 1-3; directory: default for new files, 0 none)
     JOBFS_FIELDS(ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, chunk_size,
-                 stripe_count, generation)
+                 stripe_count, generation, replicas)
 };
 
 struct InoRequest {
@@ -136,7 +240,8 @@ struct CreateRequest {
     bool exclusive = false;
     uint32_t chunk_size = 0;   // 0: the directory's default
     uint32_t stripe_count = 0; // 0: the directory's default
-    JOBFS_FIELDS(cred, parent, name, mode, exclusive, chunk_size, stripe_count)
+    uint32_t replicas = 0;     // 0: the directory's default
+    JOBFS_FIELDS(cred, parent, name, mode, exclusive, chunk_size, stripe_count, replicas)
 };
 
 struct MkdirRequest {
@@ -233,7 +338,8 @@ struct LayoutRequest {
     uint64_t ino = 0;
     uint32_t chunk_size = 0;
     uint32_t stripe_count = 0;
-    JOBFS_FIELDS(cred, ino, chunk_size, stripe_count)
+    uint32_t replicas = 0;
+    JOBFS_FIELDS(cred, ino, chunk_size, stripe_count, replicas)
 };
 
 struct XattrRequest {

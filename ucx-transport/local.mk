@@ -5,6 +5,8 @@ ucx_transport_libjobfs_transport_la_SOURCES = \
 	ucx-transport/result.h \
 	ucx-transport/log.h ucx-transport/log.cc \
 	ucx-transport/wire.h \
+	ucx-transport/block_crc.h \
+	ucx-transport/placement.h \
 	ucx-transport/frame.h ucx-transport/frame.cc \
 	ucx-transport/transport_protocol.h \
 	ucx-transport/worker.h ucx-transport/worker.cc \

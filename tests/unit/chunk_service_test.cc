@@ -69,13 +69,13 @@ protected:
     Status write(proto::ChunkRef c, uint64_t off, const std::vector<uint8_t>& data) {
         transport::CallOptions o;
         o.bulk_out = data;
-        return rpc::call<proto::ChunkWrite>(conn, proto::ChunkWriteRequest{c, off, data.size()}, o).status();
+        return rpc::call<proto::ChunkWrite>(conn, proto::ChunkWriteRequest{c, off, data.size(), {}, {}}, o).status();
     }
     Result<std::vector<uint8_t>> read(proto::ChunkRef c, uint64_t off, uint64_t len) {
         std::vector<uint8_t> buf(len);
         transport::CallOptions o;
         o.bulk_in = buf;
-        auto r = rpc::call<proto::ChunkRead>(conn, proto::ChunkReadRequest{c, off, len}, o);
+        auto r = rpc::call<proto::ChunkRead>(conn, proto::ChunkReadRequest{c, off, len, {}}, o);
         if (!r.ok()) return r.status();
         buf.resize(r->length);
         return buf;
@@ -119,7 +119,7 @@ TEST_F(ChunkServiceTest, ManyWritesInFlight) {
     for (int i = 0; i < kCalls; ++i) {
         transport::CallOptions o;
         o.bulk_out = bufs[i];
-        proto::ChunkWriteRequest req{{3, static_cast<uint64_t>(i / 4)}, static_cast<uint64_t>(i % 4) << 20, 1 << 20};
+        proto::ChunkWriteRequest req{{3, static_cast<uint64_t>(i / 4)}, static_cast<uint64_t>(i % 4) << 20, 1 << 20, {}, {}};
         rpc::call_async<proto::ChunkWrite>(conn, req, o, [&](Result<proto::Empty> r, size_t) {
             ok += r.ok();
             ++done;
@@ -155,10 +155,10 @@ TEST_F(ChunkServiceTest, BadRequestsGetClearErrors) {
     std::vector<uint8_t> data(1000, 1);
     transport::CallOptions o;
     o.bulk_out = data;
-    auto lie = rpc::call<proto::ChunkWrite>(conn, proto::ChunkWriteRequest{{5, 0}, 0, 2000}, o);
+    auto lie = rpc::call<proto::ChunkWrite>(conn, proto::ChunkWriteRequest{{5, 0}, 0, 2000, {}, {}}, o);
     EXPECT_EQ(lie.status().code(), Code::protocol);
     EXPECT_TRUE(read({5, 0}, 0, 100)->empty());
-    auto big = rpc::call<proto::ChunkRead>(conn, proto::ChunkReadRequest{{5, 0}, 0, kChunk + 1});
+    auto big = rpc::call<proto::ChunkRead>(conn, proto::ChunkReadRequest{{5, 0}, 0, kChunk + 1, {}});
     EXPECT_EQ(big.status().code(), Code::invalid);
 }
 

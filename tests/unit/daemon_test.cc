@@ -100,13 +100,13 @@ protected:
     Status write(const transport::Endpoint& ep, proto::ChunkRef c, const std::vector<uint8_t>& data) {
         transport::CallOptions o;
         o.bulk_out = data;
-        return rpc::call<proto::ChunkWrite>(ep, proto::ChunkWriteRequest{c, 0, data.size()}, o).status();
+        return rpc::call<proto::ChunkWrite>(ep, proto::ChunkWriteRequest{c, 0, data.size(), {}, {}}, o).status();
     }
     Result<std::vector<uint8_t>> read(const transport::Endpoint& ep, proto::ChunkRef c, size_t len) {
         std::vector<uint8_t> buf(len);
         transport::CallOptions o;
         o.bulk_in = buf;
-        auto r = rpc::call<proto::ChunkRead>(ep, proto::ChunkReadRequest{c, 0, len}, o);
+        auto r = rpc::call<proto::ChunkRead>(ep, proto::ChunkReadRequest{c, 0, len, {}}, o);
         if (!r.ok()) return r.status();
         buf.resize(r->length);
         return buf;

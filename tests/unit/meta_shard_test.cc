@@ -14,6 +14,8 @@
 #include <set>
 #include <thread>
 
+#include <sqlite3.h>
+
 #include "server/meta_shard.h"
 
 namespace jobfs::server {
@@ -1031,6 +1033,66 @@ TEST_F(MetaShardTest, ConcurrentCreatesIntoOneDirectory) {
         EXPECT_TRUE(all.count(e.ino)) << e.name;
         EXPECT_EQ(attr(e.ino).uid, uint32_t(2000 + (e.name[1] - '0')));
     }
+}
+
+} // namespace
+} // namespace jobfs::server
+
+namespace jobfs::server {
+namespace {
+
+// Runs SQL on a closed shard's database directly (to make one as an older jobfsd left it).
+void run_sql(const std::string& path, const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+}
+
+// Schema 3 added inodes.replicas (chain replication). A version-2 database is migrated when
+// opened: its files were stored once (replicas 1), its directories get 0 (the default); a
+// version this build does not know is refused with a clear error.
+TEST(MetaShardSchema, Version2IsMigratedUnknownVersionsRefused) {
+    const std::string dir = (fs::temp_directory_path() / "meta_shard_schema.XXXXXX").string();
+    std::string tmpl = dir;
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    const std::string db = tmpl + "/meta.db";
+    uint64_t file = 0, sub = 0;
+    {
+        auto s = MetaShard::open(db, 0, Layout{kDefaultChunkSize, 0, 2});
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        auto d = (*s)->mkdir(kRoot, kRootIno, "d", 0755);
+        ASSERT_TRUE(d.ok());
+        sub = d->ino;
+        auto f = (*s)->create(kRoot, kRootIno, "f", 0644, true);
+        ASSERT_TRUE(f.ok());
+        EXPECT_EQ(f->replicas, 2u); // the shard's default
+        file = f->ino;
+    }
+    // What a version-2 jobfsd left: no replicas column.
+    run_sql(db, "ALTER TABLE inodes DROP COLUMN replicas; UPDATE meta SET value = 2 WHERE key = 'schema_version';");
+    {
+        auto s = MetaShard::open(db, 0, Layout{kDefaultChunkSize, 0, 2});
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        EXPECT_EQ((*s)->getattr(file)->replicas, 1u);
+        EXPECT_EQ((*s)->getattr(sub)->replicas, 0u);
+        auto g = (*s)->create(kRoot, kRootIno, "g", 0644, true);
+        ASSERT_TRUE(g.ok());
+        EXPECT_EQ(g->replicas, 2u);
+    }
+    {
+        auto s = MetaShard::open(db, 0); // migrated once: opens as version 3
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        EXPECT_EQ((*s)->getattr(file)->replicas, 1u);
+    }
+    run_sql(db, "UPDATE meta SET value = 7 WHERE key = 'schema_version';");
+    auto s = MetaShard::open(db, 0);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), Code::unsupported);
+    EXPECT_NE(s.status().message().find("schema version 7"), std::string::npos) << s.status().to_string();
+    fs::remove_all(tmpl);
 }
 
 } // namespace

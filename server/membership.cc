@@ -1,0 +1,240 @@
+// membership.cc: heartbeats, the manager's rule and the chain table. See membership.h.
+#include "server/membership.h"
+
+#include "log.h"
+#include "rpc.h"
+
+namespace jobfs::server {
+
+namespace rpc = transport::rpc;
+using transport::ServerCall;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const char* state_name(uint8_t s) {
+    switch (s) {
+    case proto::kDaemonServing: return "serving";
+    case proto::kDaemonSyncing: return "syncing";
+    default: return "offline";
+    }
+}
+
+} // namespace
+
+Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, ReconnectFn reconnect,
+                       Options options)
+    : rank_(rank), size_(size), peer_(std::move(peer)), reconnect_(std::move(reconnect)), options_(options) {
+    table_.version = 1;
+    table_.manager = 0;
+    table_.states.assign(size, proto::kDaemonServing);
+    table_.sync_done.assign(size, 0);
+    table_.sync_total.assign(size, 0);
+    last_seen_.assign(size, Clock::now());
+    broken_.assign(size, false);
+    outstanding_.assign(size, false);
+    auto* self = this;
+    rpc::serve<proto::Heartbeat>(worker, [self](ServerCall call, proto::HeartbeatRequest&& req) {
+        uint64_t v;
+        {
+            std::lock_guard l(self->mu_);
+            if (req.rank < self->size_) self->last_seen_[req.rank] = Clock::now();
+            v = self->table_.version;
+        }
+        rpc::reply<proto::Heartbeat>(call, proto::HeartbeatResponse{v});
+        if (req.table_version > v) self->fetch_from(req.rank);
+    });
+    rpc::serve<proto::ChainTableGet>(worker, [self](ServerCall call, proto::Empty&&) {
+        rpc::reply<proto::ChainTableGet>(call, self->table());
+    });
+    rpc::serve<proto::ChainTablePublish>(worker, [self](ServerCall call, proto::ChainTable&& t) {
+        self->accept(t);
+        rpc::reply<proto::ChainTablePublish>(call, proto::Empty{});
+    });
+}
+
+Membership::~Membership() { stop(); }
+
+bool Membership::adopt_from_peers() {
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        auto ep = peer_(r);
+        if (!ep.ok()) continue;
+        transport::CallOptions o;
+        o.timeout = options_.failure_timeout;
+        auto t = rpc::call<proto::ChainTableGet>(*ep, proto::Empty{}, o);
+        if (t.ok()) accept(*t);
+    }
+    std::lock_guard l(mu_);
+    return table_.states[rank_] != proto::kDaemonServing;
+}
+
+void Membership::start() {
+    std::lock_guard l(stop_mu_);
+    if (thread_.joinable()) return;
+    {
+        std::lock_guard m(mu_);
+        std::fill(last_seen_.begin(), last_seen_.end(), Clock::now()); // a grace period at start
+    }
+    stopping_ = false;
+    thread_ = std::thread([this] { loop(); });
+}
+
+void Membership::stop() {
+    {
+        std::lock_guard l(stop_mu_);
+        stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+uint64_t Membership::table_version() const {
+    std::lock_guard l(mu_);
+    return table_.version;
+}
+
+proto::ChainTable Membership::table() const {
+    std::lock_guard l(mu_);
+    return table_;
+}
+
+bool Membership::accept(const proto::ChainTable& t) {
+    if (t.states.size() != size_ || t.sync_done.size() != size_ || t.sync_total.size() != size_) return false;
+    std::lock_guard l(mu_);
+    if (!proto::newer_table(t, table_)) return false;
+    for (uint32_t r = 0; r < size_; ++r)
+        if (t.states[r] != table_.states[r])
+            JOBFS_INFO("chain table %llu (from daemon %u): daemon %u %s", static_cast<unsigned long long>(t.version),
+                       t.manager, r, state_name(t.states[r]));
+    table_ = t;
+    return true;
+}
+
+bool Membership::alive(uint32_t r, Clock::time_point now) const {
+    return r == rank_ || (!broken_[r] && now - last_seen_[r] < options_.failure_timeout);
+}
+
+void Membership::set_sync_progress(uint64_t done, uint64_t total) {
+    std::lock_guard l(mu_);
+    table_.sync_done[rank_] = done;
+    table_.sync_total[rank_] = total;
+    // Progress is shown, not agreed on: no new version for it, the next publish carries it.
+}
+
+void Membership::set_own_state(uint8_t state) {
+    std::lock_guard l(mu_);
+    if (table_.states[rank_] == state) return;
+    table_.states[rank_] = state;
+    table_.version++;
+    table_.manager = rank_;
+    JOBFS_INFO("chain table %llu: daemon %u %s", static_cast<unsigned long long>(table_.version), rank_,
+               state_name(state));
+    publish_locked();
+}
+
+void Membership::loop() {
+    std::unique_lock l(stop_mu_);
+    while (!stopping_) {
+        l.unlock();
+        heartbeat_all();
+        manage();
+        l.lock();
+        stop_cv_.wait_for(l, options_.interval, [this] { return stopping_; });
+    }
+}
+
+void Membership::heartbeat_all() {
+    const uint64_t v = table_version();
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        bool broken;
+        {
+            std::lock_guard l(mu_);
+            if (outstanding_[r]) continue; // a slow peer gets no pile of heartbeats
+            outstanding_[r] = true;
+            broken = broken_[r];
+        }
+        // A broken connection is tried afresh each round: the daemon may be back (restarted).
+        if (broken && reconnect_) (void)reconnect_(r);
+        auto ep = peer_(r);
+        if (!ep.ok()) {
+            std::lock_guard l(mu_);
+            outstanding_[r] = false;
+            broken_[r] = true;
+            continue;
+        }
+        transport::CallOptions o;
+        o.timeout = options_.failure_timeout;
+        rpc::call_async<proto::Heartbeat>(*ep, proto::HeartbeatRequest{rank_, v}, o,
+                                          [this, r](Result<proto::HeartbeatResponse> res, size_t) {
+                                              bool behind = false;
+                                              {
+                                                  std::lock_guard l(mu_);
+                                                  outstanding_[r] = false;
+                                                  if (res.ok()) {
+                                                      last_seen_[r] = Clock::now();
+                                                      broken_[r] = false;
+                                                      behind = res->table_version > table_.version;
+                                                  } else if (res.status().code() != Code::timeout) {
+                                                      broken_[r] = true; // died: no need to wait out the silence
+                                                  }
+                                              }
+                                              if (behind) fetch_from(r);
+                                          });
+    }
+}
+
+void Membership::fetch_from(uint32_t rank) {
+    auto ep = peer_(rank);
+    if (!ep.ok()) return;
+    transport::CallOptions o;
+    o.timeout = options_.interval * 5;
+    rpc::call_async<proto::ChainTableGet>(*ep, proto::Empty{}, o, [this](Result<proto::ChainTable> t, size_t) {
+        if (t.ok()) accept(*t);
+    });
+}
+
+void Membership::manage() {
+    std::lock_guard l(mu_);
+    const auto now = Clock::now();
+    uint32_t manager = rank_;
+    for (uint32_t r = 0; r < rank_; ++r)
+        if (alive(r, now)) {
+            manager = r;
+            break;
+        }
+    if (manager != rank_) return;
+    // Only a manager that hears from a majority takes daemons offline.
+    uint32_t heard = 0;
+    for (uint32_t r = 0; r < size_; ++r) heard += alive(r, now) ? 1 : 0;
+    if (2 * heard <= size_) return;
+    bool changed = false;
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (r == rank_ || table_.states[r] == proto::kDaemonOffline || alive(r, now)) continue;
+        JOBFS_WARN("daemon %u is lost (%s): offline (chain table %llu, manager %u)", r,
+                   broken_[r] ? "connection broken" : "silent too long",
+                   static_cast<unsigned long long>(table_.version + 1), rank_);
+        table_.states[r] = proto::kDaemonOffline;
+        table_.sync_done[r] = table_.sync_total[r] = 0;
+        changed = true;
+    }
+    if (!changed) return;
+    table_.version++;
+    table_.manager = rank_;
+    publish_locked();
+}
+
+void Membership::publish_locked() {
+    const auto now = Clock::now();
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (r == rank_ || !alive(r, now)) continue;
+        auto ep = peer_(r);
+        if (!ep.ok()) continue;
+        transport::CallOptions o;
+        o.timeout = options_.interval * 5;
+        rpc::call_async<proto::ChainTablePublish>(*ep, table_, o, [](Result<proto::Empty>, size_t) {});
+    }
+}
+
+} // namespace jobfs::server

@@ -1,0 +1,100 @@
+// membership.h: which daemons serve chunks: heartbeats, the manager and the chain table
+// (docs/replication.md, "Failure detection").
+//
+// Every daemon sends a heartbeat to every peer each `interval` and notes when each answered.
+// The manager is the lowest-ranked daemon this daemon hears from (itself included), so it is
+// chosen without an election and replaced as soon as it stops answering. A daemon is lost when
+// its connection is broken (the heartbeat fails at once: the process died, the host reset the
+// connection) or when it has been silent for `failure_timeout` (a hung or unreachable node;
+// long enough that a daemon slowed down by a full disk is not taken for dead). Then, if the
+// manager still hears from a majority of the daemons (so a manager cut off from the others does
+// not take them all offline), it marks the lost daemon offline in a new version of the chain
+// table and pushes the table to every daemon it hears from; chains then leave the
+// lost daemon out and keep serving. A daemon that learns of a newer version (a heartbeat's
+// answer names it) fetches it. Clients fetch the table from any daemon and refresh it when a
+// daemon answers Code::again (their table is older) or a chain member does not answer.
+//
+// Not guaranteed: agreement during a network partition (no quorum; two managers may publish,
+// and the lower one's table wins once they hear from each other).
+//
+// Threads: one heartbeat thread; handlers run on the transport's thread and only take the
+// table's mutex.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "daemon_protocol.h"
+#include "worker.h"
+
+namespace jobfs::server {
+
+class Membership {
+public:
+    using PeerFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
+    // Connects afresh to a daemon whose connection broke (it may have been restarted).
+    using ReconnectFn = std::function<Status(uint32_t rank)>;
+    struct Options {
+        std::chrono::milliseconds interval{200};
+        std::chrono::milliseconds failure_timeout{5000};
+    };
+
+    // Registers the membership RPCs on `worker`; the table starts at version 1 with every
+    // daemon serving (the same on every daemon, so nothing is exchanged at start).
+    Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, ReconnectFn reconnect,
+               Options options);
+
+    // At start, before serving: takes the newest table any peer has (a restarted daemon must
+    // not assume version 1). True when that table has this daemon offline: it must resync.
+    bool adopt_from_peers();
+    ~Membership();
+
+    // Starts heartbeating (once every peer is connected) / stops (before the worker goes).
+    void start();
+    void stop();
+
+    uint64_t table_version() const;
+    proto::ChainTable table() const;
+    uint32_t rank() const { return rank_; }
+
+    // Adopts `t` when it is newer than ours; true if it was.
+    bool accept(const proto::ChainTable& t);
+
+    // This daemon's resync progress, shown in the table (state syncing).
+    void set_sync_progress(uint64_t done, uint64_t total);
+    // Publishes this daemon's own state (a restarted daemon: syncing, then serving). Goes
+    // through the manager's rule: the new version is pushed to every peer heard from.
+    void set_own_state(uint8_t state);
+
+private:
+    void loop();
+    void heartbeat_all();
+    void manage();
+    void publish_locked(); // pushes table_ to the live peers; table_mu_ held
+    void fetch_from(uint32_t rank);
+    bool alive(uint32_t r, std::chrono::steady_clock::time_point now) const;
+
+    const uint32_t rank_;
+    const uint32_t size_;
+    PeerFn peer_;
+    ReconnectFn reconnect_;
+    Options options_;
+
+    mutable std::mutex mu_;
+    proto::ChainTable table_;
+    std::vector<std::chrono::steady_clock::time_point> last_seen_; // by rank
+    std::vector<bool> broken_;       // by rank: the last heartbeat failed on a broken connection
+    std::vector<bool> outstanding_;  // by rank: a heartbeat is on its way (one at a time)
+
+    std::mutex stop_mu_;
+    std::condition_variable stop_cv_;
+    bool stopping_ = false;
+    std::thread thread_;
+};
+
+} // namespace jobfs::server

@@ -1,0 +1,113 @@
+// resync.cc: see resync.h.
+#include "server/resync.h"
+
+#include <boost/asio/post.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "log.h"
+#include "placement.h"
+#include "rpc.h"
+
+namespace jobfs::server {
+
+namespace rpc = transport::rpc;
+using transport::ServerCall;
+
+Resync::Resync(transport::Worker& worker, MetaShard& shard, Membership& membership, ChunkService& chunks, uint32_t rank,
+               uint32_t size, PeerFn peer)
+    : shard_(shard), membership_(membership), chunks_(chunks), rank_(rank), size_(size), peer_(std::move(peer)) {
+    rpc::serve<proto::ResyncShard>(worker, [this](ServerCall call, proto::ResyncShardRequest&& req) {
+        boost::asio::post(pool_, [this, call, req] {
+            auto r = walk(req.target);
+            if (!r.ok()) return call.reply(r.status());
+            rpc::reply<proto::ResyncShard>(call, *r);
+        });
+    });
+}
+
+Resync::~Resync() { stop(); }
+
+void Resync::stop() { pool_.join(); }
+
+Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
+    auto files = shard_.regular_files();
+    if (!files.ok()) return files.status();
+    const proto::ChainTable t = membership_.table();
+    proto::ResyncResponse out;
+    auto target_ep = target == rank_ ? Result<transport::Endpoint>(transport::Endpoint()) : peer_(target);
+    if (!target_ep.ok()) return target_ep.status();
+    for (const Attr& a : *files) {
+        const placement::Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count, a.replicas};
+        const uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
+        for (uint64_t i = 0; i < chunks; ++i) {
+            const placement::Chain c = placement::chunk_chain(a.ino, i, l, size_);
+            if (c.length < 2 || !c.contains(target)) continue;
+            uint32_t source = proto::kNoRank;
+            for (uint32_t k = 0; k < c.length && source == proto::kNoRank; ++k)
+                if (c.ranks[k] != target && t.states.size() == size_ && t.states[c.ranks[k]] == proto::kDaemonServing)
+                    source = c.ranks[k];
+            if (source == proto::kNoRank) {
+                JOBFS_WARN("resync of daemon %u: no serving copy of chunk %llu.%llu", target,
+                           static_cast<unsigned long long>(a.ino), static_cast<unsigned long long>(i));
+                continue;
+            }
+            uint64_t bytes = 0;
+            if (target == rank_) {
+                auto n = chunks_.resync_chunk(ChunkId{a.ino, i}, source);
+                if (!n.ok()) return n.status();
+                bytes = *n;
+            } else {
+                auto r = rpc::call<proto::ChunkResync>(*target_ep, proto::ChunkResyncRequest{{a.ino, i}, source});
+                if (!r.ok()) return r.status();
+                bytes = r->bytes;
+            }
+            out.chunks++;
+            out.bytes += bytes;
+        }
+    }
+    return out;
+}
+
+void Resync::rejoin() {
+    boost::asio::post(pool_, [this] {
+        const auto t0 = std::chrono::steady_clock::now();
+        membership_.set_sync_progress(0, size_);
+        membership_.set_own_state(proto::kDaemonSyncing);
+        // Writers learn of the new table from a refused request or a heartbeat; writes a head
+        // accepted under the old table finish within a call's time. Wait before walking so
+        // that every write from here on reaches this daemon.
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        proto::ResyncResponse total;
+        uint32_t done = 0;
+        for (uint32_t r = 0; r < size_; ++r) {
+            Result<proto::ResyncResponse> got = Status(Code::internal, "unset");
+            if (r == rank_) {
+                got = walk(rank_);
+            } else {
+                auto ep = peer_(r);
+                if (ep.ok()) {
+                    transport::CallOptions o;
+                    o.timeout = std::chrono::hours(1); // a walk copies a shard's worth of chunks
+                    got = rpc::call<proto::ResyncShard>(*ep, proto::ResyncShardRequest{rank_}, o);
+                } else {
+                    got = ep.status();
+                }
+            }
+            if (got.ok()) {
+                total.chunks += got->chunks;
+                total.bytes += got->bytes;
+            } else {
+                JOBFS_WARN("resync: the files of shard %u were not walked: %s", r, got.status().message().c_str());
+            }
+            membership_.set_sync_progress(++done, size_);
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
+                   static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);
+        membership_.set_own_state(proto::kDaemonServing);
+    });
+}
+
+} // namespace jobfs::server

@@ -1,0 +1,52 @@
+// resync.h: a restarted daemon catches up before it serves reads (docs/replication.md, "Resync").
+//
+// rejoin(), when the chain table has this daemon offline at start: it publishes itself as
+// syncing (from then on it is the tail of all its chains and receives every new write), waits
+// for writers to pick up that table, then asks every daemon, itself included, to walk the
+// files of its metadata shard (ResyncShard): for each chunk whose chain includes this daemon
+// the walker sends it a ChunkResync naming a serving copy, which ChunkService copies safely
+// while writes go on. Progress (shards walked of all) shows in the table; when every shard is
+// done the daemon publishes itself serving. A shard that cannot be walked (its daemon is
+// down) is skipped with a warning: its files' chunks stay as they were here.
+//
+// Threads: walkers and rejoin run on this object's pool, never on the I/O pool, since they
+// wait for other daemons.
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <functional>
+
+#include "server/chunk_service.h"
+#include "server/membership.h"
+#include "server/meta_shard.h"
+#include "worker.h"
+
+namespace jobfs::server {
+
+class Resync {
+public:
+    using PeerFn = Membership::PeerFn;
+    Resync(transport::Worker& worker, MetaShard& shard, Membership& membership, ChunkService& chunks, uint32_t rank,
+           uint32_t size, PeerFn peer);
+    ~Resync();
+
+    // Starts the rejoin in the background (see above).
+    void rejoin();
+    // Waits for walkers and rejoin (before the worker goes).
+    void stop();
+
+private:
+    // Copies to `target` the chunks of this shard's files that it holds a copy of.
+    Result<proto::ResyncResponse> walk(uint32_t target);
+
+    MetaShard& shard_;
+    Membership& membership_;
+    ChunkService& chunks_;
+    uint32_t rank_;
+    uint32_t size_;
+    PeerFn peer_;
+    boost::asio::thread_pool pool_{2};
+};
+
+} // namespace jobfs::server

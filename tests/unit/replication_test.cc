@@ -1,0 +1,563 @@
+// replication_test: chain replication (docs/replication.md) on whole small clusters of real
+// jobfsd processes, 3FS style: each case names {chunk size, stripe count, replicas, daemons},
+// faults are real (kill -9 of a daemon, bytes flipped in a chunk file on disk).
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cinttypes>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "client/client.h"
+#include "client/layout.h"
+#include "client/local_cluster.h"
+#include "client/scrub.h"
+#include "test_util.h"
+
+namespace jobfs::client {
+namespace {
+
+using test::pattern;
+namespace fs = std::filesystem;
+
+std::string jobfsd_path() {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    std::string dir(self);
+    return dir.substr(0, dir.rfind('/')) + "/../../server/jobfsd";
+}
+
+// Three daemons started with `args` under `dir`, and a client of them.
+struct SmallCluster {
+    std::unique_ptr<LocalCluster> cluster;
+    std::unique_ptr<Client> client;
+};
+
+Result<SmallCluster> start_small(const std::string& dir, std::vector<std::string> args) {
+    LocalClusterOptions o;
+    o.jobfsd = jobfsd_path();
+    o.dir = dir;
+    o.daemons = 3;
+    o.extra_args = std::move(args);
+    auto cluster = LocalCluster::start(o);
+    if (!cluster.ok()) return cluster.status();
+    auto c = Client::connect((*cluster)->info());
+    if (!c.ok()) return c.status();
+    return SmallCluster{std::move(*cluster), std::move(*c)};
+}
+
+// ---- placement: a pure function ----------------------------------------------------------
+
+TEST(ChainPlacement, DistinctDaemonsHeadWhereR1PutsTheChunk) {
+    for (uint32_t n = 1; n <= 8; ++n)
+        for (uint32_t r = 1; r <= 3; ++r)
+            for (uint64_t ino = 1; ino < 50; ++ino)
+                for (uint64_t i = 0; i < 50; ++i) {
+                    const Layout l{1 << 20, 0, r};
+                    const Chain c = chunk_chain(ino, i, l, n);
+                    ASSERT_EQ(c.length, std::min(r, n));
+                    EXPECT_EQ(c.head(), chunk_daemon(ino, i, l, n));
+                    std::set<uint32_t> distinct(c.ranks.begin(), c.ranks.begin() + c.length);
+                    EXPECT_EQ(distinct.size(), c.length);
+                    for (uint32_t k = 0; k < c.length; ++k) EXPECT_LT(c.ranks[k], n);
+                    EXPECT_EQ(c, chunk_chain(ino, i, l, n)); // deterministic
+                }
+}
+
+// When a daemon is lost, the surviving copies of its chunks must be spread over all the
+// others, so that re-copying them loads every daemon alike (and no single one is the bottleneck).
+TEST(ChainPlacement, CopiesOfOneDaemonsChunksSpreadOverAllOthers) {
+    const uint32_t n = 6;
+    const Layout l{1 << 20, 0, 2};
+    std::map<uint32_t, uint64_t> partners;
+    uint64_t total = 0;
+    for (uint64_t ino = 1; ino < 200; ++ino)
+        for (uint64_t i = 0; i < 64; ++i) {
+            const Chain c = chunk_chain(ino, i, l, n);
+            if (!c.contains(0)) continue;
+            for (uint32_t k = 0; k < c.length; ++k)
+                if (c.ranks[k] != 0) partners[c.ranks[k]]++;
+            total++;
+        }
+    ASSERT_EQ(partners.size(), n - 1);
+    for (auto& [rank, count] : partners) {
+        EXPECT_GT(count, total / (n - 1) * 7 / 10) << "daemon " << rank;
+        EXPECT_LT(count, total / (n - 1) * 13 / 10) << "daemon " << rank;
+    }
+}
+
+// ---- clusters ----------------------------------------------------------------------------
+
+struct ClusterShape {
+    uint32_t chunk_size;
+    uint32_t stripe_count;
+    uint32_t replicas;
+    uint32_t daemons;
+};
+
+std::string shape_name(const ::testing::TestParamInfo<ClusterShape>& p) {
+    return "chunk" + std::to_string(p.param.chunk_size >> 10) + "k_stripe" + std::to_string(p.param.stripe_count) +
+           "_r" + std::to_string(p.param.replicas) + "_n" + std::to_string(p.param.daemons);
+}
+
+class ReplicationTest : public ::testing::TestWithParam<ClusterShape> {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/jobfs-repl-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        start();
+    }
+    void start() {
+        LocalClusterOptions o;
+        o.jobfsd = jobfsd_path();
+        o.dir = dir;
+        o.daemons = GetParam().daemons;
+        o.extra_args = {"--chunk-size", std::to_string(GetParam().chunk_size), "--replicas",
+                        std::to_string(GetParam().replicas), "--stripe-count", std::to_string(GetParam().stripe_count)};
+        auto c = LocalCluster::start(o);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        cluster = std::move(*c);
+        auto cl = Client::connect(cluster->info());
+        ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+        client = std::move(*cl);
+    }
+    void TearDown() override {
+        client.reset();
+        cluster.reset();
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    Layout layout() const { return Layout{GetParam().chunk_size, GetParam().stripe_count, GetParam().replicas}; }
+    Result<uint64_t> write_file(const std::string& path, const std::vector<uint8_t>& data) {
+        auto f = client->open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (!f.ok()) return f.status();
+        Status s = client->pwrite(**f, 0, data);
+        if (!s.ok()) return s;
+        const uint64_t ino = (*f)->ino;
+        JOBFS_RETURN_IF_ERROR(client->close(**f));
+        return ino;
+    }
+    Result<std::vector<uint8_t>> read_file(const std::string& path) {
+        auto f = client->open(path, O_RDONLY);
+        if (!f.ok()) return f.status();
+        std::vector<uint8_t> out((*f)->size());
+        auto n = client->pread(**f, 0, out);
+        if (!n.ok()) return n.status();
+        out.resize(*n);
+        return out;
+    }
+    std::string chunk_path(uint32_t rank, uint64_t ino, uint64_t index) const {
+        char b[64];
+        std::snprintf(b, sizeof b, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
+        return dir + "/data" + std::to_string(rank) + "/chunks" + b;
+    }
+    std::string log_of(uint32_t rank) const {
+        std::ifstream in(dir + "/jobfsd." + std::to_string(rank) + ".log");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    }
+
+    std::string dir;
+    std::unique_ptr<LocalCluster> cluster;
+    std::unique_ptr<Client> client;
+};
+
+// Every chunk is on exactly the daemons of its chain, byte for byte, and reads back exactly
+// (reads are spread over the replicas, so every copy gets read).
+TEST_P(ReplicationTest, EveryChunkIsStoredOnEveryDaemonOfItsChain) {
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 7 + 12345, 1);
+    auto ino = write_file("/ckpt", data);
+    ASSERT_TRUE(ino.ok()) << ino.status().to_string();
+    auto st = client->stat("/ckpt");
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->replicas, GetParam().replicas);
+    const uint32_t n = GetParam().daemons;
+    for (uint64_t i = 0; i < 8; ++i) {
+        const Chain c = chunk_chain(*ino, i, layout(), n);
+        ASSERT_EQ(c.length, std::min(GetParam().replicas, n));
+        const uint64_t len = std::min<uint64_t>(cs, data.size() - i * cs);
+        for (uint32_t rank = 0; rank < n; ++rank) {
+            const std::string p = chunk_path(rank, *ino, i);
+            if (!c.contains(rank)) {
+                EXPECT_FALSE(fs::exists(p)) << p;
+                continue;
+            }
+            std::ifstream in(p, std::ios::binary);
+            std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+            ASSERT_EQ(disk.size(), len) << p;
+            EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) << p;
+        }
+    }
+    for (int k = 0; k < 3; ++k) {
+        auto back = read_file("/ckpt");
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, data);
+    }
+}
+
+// Bytes flipped in one copy on disk: the read still returns the right data, the daemon logs
+// the mismatch and repairs its copy from another replica.
+TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 4, 2);
+    auto ino = write_file("/f", data);
+    ASSERT_TRUE(ino.ok()) << ino.status().to_string();
+    const uint32_t n = GetParam().daemons;
+    if (GetParam().replicas < 2) {
+        // A single copy has nothing to be repaired from: the read fails with EIO, never
+        // returning the flipped byte.
+        const std::string p = chunk_path(chunk_daemon(*ino, 1, layout(), n), *ino, 1);
+        std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+        ASSERT_TRUE(f) << p;
+        f.seekp(static_cast<std::streamoff>(cs / 2));
+        f.put('\x5a');
+        f.close();
+        auto back = read_file("/f");
+        ASSERT_FALSE(back.ok());
+        EXPECT_EQ(back.status().to_errno(), EIO) << back.status().to_string();
+        return;
+    }
+    // Corrupt every copy but the last of every chunk in turn: whichever replica a read goes to,
+    // a good one exists.
+    std::vector<std::pair<uint32_t, uint64_t>> corrupted;
+    for (uint64_t i = 0; i < 4; ++i) {
+        const Chain c = chunk_chain(*ino, i, layout(), n);
+        for (uint32_t k = 0; k + 1 < c.length; ++k) {
+            const std::string p = chunk_path(c.ranks[k], *ino, i);
+            std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+            ASSERT_TRUE(f) << p;
+            f.seekp(static_cast<std::streamoff>(cs / 2 + 17));
+            f.put('\x5a').put('\xa5');
+            corrupted.emplace_back(c.ranks[k], i);
+        }
+    }
+    auto back = read_file("/f");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, data);
+    // Read again so that every replica is asked (reads rotate over the chain): all repaired.
+    for (int k = 0; k < 3; ++k) {
+        auto again = read_file("/f");
+        ASSERT_TRUE(again.ok()) << again.status().to_string();
+        EXPECT_EQ(*again, data);
+    }
+    size_t repaired = 0;
+    for (auto& [rank, i] : corrupted) {
+        std::ifstream in(chunk_path(rank, *ino, i), std::ios::binary);
+        std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+        if (disk.size() == cs && std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) repaired++;
+    }
+    EXPECT_EQ(repaired, corrupted.size());
+    std::string logs;
+    for (uint32_t r = 0; r < n; ++r) logs += log_of(r);
+    EXPECT_NE(logs.find("checksum mismatch"), std::string::npos);
+    EXPECT_NE(logs.find("repaired chunk"), std::string::npos);
+}
+
+// A daemon killed: with R >= 2 every byte still reads back from the surviving copies; with
+// R = 1 its chunks fail promptly with an error, never with wrong data.
+TEST_P(ReplicationTest, KilledDaemonReadsFromSurvivorsOrFailsPromptly) {
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 9 + 4321, 3);
+    ASSERT_TRUE(write_file("/f", data).ok());
+    cluster->kill(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto back = read_file("/f");
+    if (GetParam().replicas >= 2) {
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, data);
+    } else {
+        ASSERT_FALSE(back.ok());
+        const int e = back.status().to_errno();
+        EXPECT_TRUE(e == ENOTCONN || e == ECONNREFUSED || e == EIO || e == ECANCELED) << back.status().to_string();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ReplicationTest,
+                         ::testing::Values(ClusterShape{1 << 20, 0, 1, 3}, ClusterShape{1 << 20, 0, 2, 3},
+                                           ClusterShape{256 << 10, 2, 2, 3}, ClusterShape{1 << 20, 0, 3, 3},
+                                           ClusterShape{512 << 10, 0, 2, 4}),
+                         shape_name);
+
+// ---- scrub ---------------------------------------------------------------------------------
+
+std::string jobfs_cli_path() {
+    const std::string d = jobfsd_path();
+    return d.substr(0, d.rfind("/server/")) + "/client/jobfs";
+}
+
+// A flipped byte in one copy and a copy that lost its second half (a write it missed, with its
+// checksums consistent): the scrub finds both, repairs both from the other replica and says
+// so; a second scrub finds nothing. `jobfs scrub` prints the report and exits 0.
+TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
+    test::TempDir dir("jobfs-repl-scrub");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    ASSERT_TRUE(cl.mkdir("/d").ok());
+    const auto data = pattern(5 << 20, 11);
+    auto f = cl.open("/d/f", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(cl.pwrite(**f, 0, data).ok());
+    const uint64_t ino = (*f)->ino;
+    const Layout l = cl.layout(**f);
+    ASSERT_TRUE(cl.close(**f).ok());
+    auto chunk_file = [&](uint32_t rank, uint64_t index) {
+        char b[64];
+        std::snprintf(b, sizeof b, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
+        return dir.path() + "/data" + std::to_string(rank) + "/chunks" + b;
+    };
+    const Chain c0 = chunk_chain(ino, 0, l, 3), c3 = chunk_chain(ino, 3, l, 3);
+    {
+        std::fstream bad(chunk_file(c0.head(), 0), std::ios::in | std::ios::out | std::ios::binary);
+        bad.seekp(300000);
+        bad.put('\x01');
+    }
+    // Half of chunk 3 gone on its head: data and checksums cut together, so the copy checks out.
+    fs::resize_file(chunk_file(c3.head(), 3), 512 << 10);
+    fs::resize_file(chunk_file(c3.head(), 3) + ".crc", (512 << 10) / (64 << 10) * 8);
+
+    auto rep = scrub(cl, "/");
+    ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+    EXPECT_EQ(rep->files, 1u);
+    EXPECT_EQ(rep->chunks, 5u);
+    EXPECT_EQ(rep->copies, 10u);
+    EXPECT_EQ(rep->corrupt, 1u);
+    EXPECT_EQ(rep->mismatched, 1u);
+    EXPECT_EQ(rep->repaired, 2u);
+    EXPECT_EQ(rep->unrepaired, 0u);
+    EXPECT_EQ(rep->unreachable, 0u);
+    for (auto [rank, index] : {std::pair{c0.head(), uint64_t{0}}, std::pair{c3.head(), uint64_t{3}}}) {
+        std::ifstream in(chunk_file(rank, index), std::ios::binary);
+        std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+        ASSERT_EQ(disk.size(), 1u << 20);
+        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (index << 20))) << "chunk " << index;
+    }
+    auto again = scrub(cl, "/d");
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->corrupt + again->mismatched + again->repaired, 0u);
+    EXPECT_EQ(again->bytes, 2 * data.size());
+
+    const std::string cmd = "JOBFS_CLUSTER=" + (*cluster)->descriptor_path() + " " + jobfs_cli_path() + " scrub -q / 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    EXPECT_EQ(::pclose(p), 0) << out;
+    EXPECT_NE(out.find("scrub /: 1 files, 5 chunks, 10 copies"), std::string::npos) << out;
+    EXPECT_NE(out.find("0 corrupt, 0 differing, 0 repaired"), std::string::npos) << out;
+}
+
+// ---- failures: kill -9 in the middle of a checkpoint ---------------------------------------
+
+// R=2 on 3 daemons: a daemon killed while one process writes a large checkpoint. Every write
+// call returns success (the client writes a piece again once the manager's new chain table
+// leaves the dead daemon out), the table says so, and every byte reads back exactly.
+TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
+    test::TempDir dir("jobfs-repl-kill");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    auto before = cl.chain_table();
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(before->version, 1u);
+
+    const size_t piece = 4 << 20, pieces = 48; // 192 MiB
+    const auto data = pattern(piece * pieces, 9);
+    auto f = cl.open("/ckpt", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_TRUE(f.ok());
+    for (size_t i = 0; i < pieces; ++i) {
+        if (i == pieces / 3) (*cluster)->kill(2); // daemon 2 holds chunks and copies; the root is on 0
+        Status s = cl.pwrite(**f, i * piece, std::span<const uint8_t>(data.data() + i * piece, piece));
+        ASSERT_TRUE(s.ok()) << "piece " << i << ": " << s.to_string();
+    }
+    ASSERT_TRUE(cl.close(**f).ok());
+    auto after = cl.chain_table();
+    ASSERT_TRUE(after.ok());
+    EXPECT_GT(after->version, 1u);
+    ASSERT_EQ(after->states.size(), 3u);
+    EXPECT_EQ(after->states[2], proto::kDaemonOffline);
+    EXPECT_EQ(after->states[0], proto::kDaemonServing);
+
+    // jobfs status shows the table and the lost daemon, and says something is wrong (exit 1).
+    const std::string cmd = "JOBFS_CLUSTER=" + (*cluster)->descriptor_path() + " " + jobfs_cli_path() + " status 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) out += line;
+    EXPECT_EQ(WEXITSTATUS(::pclose(p)), 1) << out;
+    EXPECT_NE(out.find("chain table: version " + std::to_string(after->version)), std::string::npos) << out;
+    EXPECT_NE(out.find("offline"), std::string::npos) << out;
+    EXPECT_NE(out.find("serving"), std::string::npos) << out;
+
+    auto r = cl.open("/ckpt", O_RDONLY);
+    ASSERT_TRUE(r.ok());
+    std::vector<uint8_t> back(data.size());
+    auto n = cl.pread(**r, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    ASSERT_EQ(*n, data.size());
+    EXPECT_TRUE(back == data);
+}
+
+// R=1: a killed daemon's chunks fail promptly (writes and reads), never wrong data, no hang.
+TEST(ReplicationFailover, SingleCopyLossGivesPromptErrors) {
+    test::TempDir dir("jobfs-repl-r1");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "1"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    const auto data = pattern(6 << 20, 4);
+    auto f = cl.open("/f", O_CREAT | O_RDWR, 0644);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(cl.pwrite(**f, 0, data).ok());
+    ASSERT_TRUE(cl.fsync(**f).ok());
+    (*cluster)->kill(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status w = cl.pwrite(**f, 0, data);
+    EXPECT_FALSE(w.ok());
+    std::vector<uint8_t> back(data.size());
+    auto n = cl.pread(**f, 0, back);
+    EXPECT_FALSE(n.ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    // The chunks of the surviving daemons still read back exactly.
+    const Layout l = cl.layout(**f);
+    for (uint64_t i = 0; i < 6; ++i) {
+        if (chunk_daemon((*f)->ino, i, l, 3) == 1) continue;
+        std::vector<uint8_t> part(1 << 20);
+        auto m = cl.pread(**f, i << 20, part);
+        ASSERT_TRUE(m.ok()) << m.status().to_string();
+        EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + (i << 20)));
+    }
+}
+
+// ---- resync: a restarted daemon catches up, then serves ----------------------------------
+
+// R=2: daemon 2 killed, files written and overwritten while it is down, daemon 2 restarted on
+// its old data directory: it resyncs what it missed (its log says so, the table shows it
+// serving again), its chunk files then hold exactly the current bytes, and clients read them.
+TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
+    test::TempDir dir("jobfs-repl-resync");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100",
+                    "--log-level", "info"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    auto write = [&](const std::string& path, uint64_t off, const std::vector<uint8_t>& d, int flags) -> uint64_t {
+        auto f = cl.open(path, O_WRONLY | O_CREAT | flags, 0644);
+        EXPECT_TRUE(f.ok());
+        if (!f.ok()) return 0;
+        Status s = cl.pwrite(**f, off, d);
+        EXPECT_TRUE(s.ok()) << s.to_string();
+        EXPECT_TRUE(cl.close(**f).ok());
+        return (*f)->ino;
+    };
+    auto a_data = pattern(8 << 20, 21);
+    const uint64_t a = write("/a", 0, a_data, 0);
+    (*cluster)->kill(2);
+    auto wait_state = [&](uint8_t want, std::chrono::seconds limit) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < until) {
+            auto t = cl.chain_table();
+            if (t.ok() && t->states.size() == 3 && t->states[2] == want) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    };
+    ASSERT_TRUE(wait_state(proto::kDaemonOffline, std::chrono::seconds(10)));
+    // Missed by daemon 2: a new file, and the first 3 MiB of /a rewritten.
+    auto b_data = pattern(6 << 20, 22);
+    const uint64_t b = write("/b", 0, b_data, 0);
+    const auto patch = pattern(3 << 20, 23);
+    write("/a", 0, patch, 0);
+    std::copy(patch.begin(), patch.end(), a_data.begin());
+
+    ASSERT_TRUE((*cluster)->restart(2).ok());
+    ASSERT_TRUE(wait_state(proto::kDaemonServing, std::chrono::seconds(30)));
+    std::ifstream logf(dir.path() + "/jobfsd.2.log");
+    std::stringstream log;
+    log << logf.rdbuf();
+    EXPECT_NE(log.str().find("resync done"), std::string::npos) << log.str();
+
+    const Layout l{1 << 20, 0, 2};
+    size_t checked = 0;
+    for (auto [ino, data] : {std::pair{a, &a_data}, std::pair{b, &b_data}}) {
+        for (uint64_t i = 0; i * (1 << 20) < data->size(); ++i) {
+            if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
+            char name[64];
+            std::snprintf(name, sizeof name, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, i);
+            std::ifstream in(dir.path() + "/data2/chunks" + name, std::ios::binary);
+            std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+            ASSERT_EQ(disk.size(), 1u << 20) << "inode " << ino << " chunk " << i;
+            EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data->begin() + (i << 20))) << "inode " << ino << " chunk " << i;
+            checked++;
+        }
+    }
+    EXPECT_GT(checked, 3u);
+    // A new client reads everything, every copy in turn (daemon 2's included).
+    auto c2 = Client::connect((*cluster)->info());
+    ASSERT_TRUE(c2.ok());
+    for (int k = 0; k < 2; ++k)
+        for (auto [path, data] : {std::pair{"/a", &a_data}, std::pair{"/b", &b_data}}) {
+            auto f = (*c2)->open(path, O_RDONLY);
+            ASSERT_TRUE(f.ok());
+            std::vector<uint8_t> back(data->size());
+            auto n = (*c2)->pread(**f, 0, back);
+            ASSERT_TRUE(n.ok()) << n.status().to_string();
+            EXPECT_TRUE(back == *data) << path;
+        }
+}
+
+// ---- layout: R per file and per directory -------------------------------------------------
+
+TEST(ReplicationLayout, ConfigDefaultDirectoryInheritanceAndBadValues) {
+    test::TempDir dir("jobfs-repl-layout");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    Client& cl = *sc->client;
+    auto f = cl.open("/default", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(cl.layout(**f).replicas, 2u); // the daemons' replicas=
+    ASSERT_TRUE(cl.close(**f).ok());
+    ASSERT_TRUE(cl.mkdir("/three").ok());
+    auto d = cl.set_layout("/three", Layout{0, 0, 3});
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_EQ(d->replicas, 3u);
+    auto g = cl.open("/three/g", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(cl.layout(**g).replicas, 3u); // inherited from the directory
+    ASSERT_TRUE(cl.close(**g).ok());
+    auto h = cl.open("/three/h", O_CREAT | O_WRONLY, 0644, Layout{0, 0, 1});
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(cl.layout(**h).replicas, 1u); // the file's own choice wins
+    ASSERT_TRUE(cl.close(**h).ok());
+    ASSERT_TRUE(cl.mkdir("/three/sub").ok());
+    EXPECT_EQ(cl.stat("/three/sub")->replicas, 3u); // new directories inherit it too
+    auto bad = cl.set_layout("/three", Layout{0, 0, 4});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::invalid);
+    // A file with data keeps its replication: changing it would need a copy.
+    auto w = cl.open("/w", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(cl.pwrite(**w, 0, pattern(1000, 5)).ok());
+    ASSERT_TRUE(cl.close(**w).ok());
+    auto busy = cl.set_layout("/w", Layout{0, 0, 3});
+    ASSERT_FALSE(busy.ok());
+    EXPECT_EQ(busy.status().code(), Code::busy);
+}
+
+} // namespace
+} // namespace jobfs::client
