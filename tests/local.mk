@@ -9,7 +9,7 @@ AM_TESTS_ENVIRONMENT = LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.s
 EXTRA_DIST += tests/lsan.supp
 # spank_jobfs.so in a real Slurm (tests/slurm/cluster.sh); not in the sanitizer tree, whose
 # jobfsd and jobfs-fuse are slower and which runs the same plugin code.
-EXTRA_DIST += tests/slurm_test.sh tests/slurm/cluster.sh
+EXTRA_DIST += tests/slurm_test.sh tests/slurm/cluster.sh tests/helpers/slurm_ckpt.c
 if JOBFS_SPANK
 if JOBFS_FUSE
 if !JOBFS_SANITIZE

@@ -199,6 +199,35 @@ check "a jobfsd that cannot start fails the job's step on every node: no task ra
 check "... and the job's output names the node and the cause" has "$OUT/fail" "error: jobfs: on node n2: jobfsd did not start (exit status 1): .*listen on 0.0.0.0:7[0-9]*: Device is busy"
 check "... and nothing is left on any node" clean "${fjob:-0}"
 
+# --- srun --mpi=pmix: a collective checkpoint through ad_jobfs, read back through a mount ---------
+COMPONENT=${ROMIO_COMPONENT_DIR:-$PWD/romio-adio}/mca_io_romio_jobfs.so
+if [ -f "$COMPONENT" ] && command -v mpicc >/dev/null && [ -e ./client/.libs/libjobfs.so.0 ]; then
+  mkdir -p "$D/inst/ompi"
+  cp "$COMPONENT" "$D/inst/ompi/" && cp -L ./client/.libs/libjobfs.so.0 "$D/inst/"
+  mpicc -O2 -o "$OUT/slurm_ckpt" "$srcdir/tests/helpers/slurm_ckpt.c"
+  sysdir=$(ompi_info --path pkglibdir | sed 's/^.*: *//')
+  cat > "$OUT/mpi.sh" <<EOS
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --jobfs=chunk_size=256k
+echo "job \$SLURM_JOB_ID"
+export OMPI_MCA_mca_base_component_path=$sysdir:$D/inst/ompi LD_LIBRARY_PATH=$D/inst
+export UCX_TLS=tcp OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1 JOBFS_ROMIO_TRACE=1
+srun --mpi=pmix ./slurm_ckpt jobfs:/ckpt 2> mpi-trace.\$SLURM_JOB_ID
+srun -N1 -n1 -w n3 python3 -c "
+import os
+d = open(os.environ['JOBFS_MOUNT'] + '/ckpt', 'rb').read()
+ok = len(d) == 3 << 20 and all(d[r << 20:(r + 1) << 20] == bytes((r * 7 + i) % 251 for i in range(1 << 20)) for r in range(3))
+print('n3 read the checkpoint through its mount:', 'byte-exact' if ok else 'WRONG', len(d))"
+EOS
+  mjob=$(as $UA sbatch --parsable --wait -o "$OUT/mpi-%j.out" "$OUT/mpi.sh")
+  check "srun --mpi=pmix --jobfs: 3 ranks on 3 nodes wrote a collective checkpoint" count_is "$OUT/mpi-$mjob.out" "rank [012] of 3 wrote its block" 3
+  check "... through ad_jobfs (jobfs: name, driver trace)" grep -q '^\[ad_jobfs [0-9]*\] open /ckpt' "$OUT/mpi-trace.$mjob"
+  check "... and n3 read it back byte-exact through the FUSE mount" has "$OUT/mpi-$mjob.out" "n3 read the checkpoint through its mount: byte-exact 3145728"
+  check "... and nothing is left on any node" clean "${mjob:-0}"
+else
+  echo "ok - # SKIP srun --mpi=pmix --jobfs through ad_jobfs: the ROMIO driver is not built in this tree (configure without --disable-romio-driver)"
+fi
+
 # --- the time limit ---------------------------------------------------------------------------
 check "time limit: the job was killed at its limit" bash -c "wait_gone() { :; }; for i in \$(seq 1500); do grep -q 'DUE TO TIME LIMIT' $OUT/limit-$limit.out 2>/dev/null && exit 0; sleep 0.1; done; cat $OUT/limit-$limit.out; exit 1"
 check "time limit: it had its mount" has "$OUT/limit-$limit.out" "limit: mounted /tmp/jobfs-mnt/$limit"
