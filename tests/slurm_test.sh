@@ -150,6 +150,23 @@ ajob=$(sed -n 's/^job //p' "$OUT/salloc")
 check "salloc --jobfs: steps of the session share the file system" has "$OUT/salloc" "^n1 n2 $"
 check "salloc --jobfs: nothing left after the session" clean "${ajob:-0}"
 
+# --- --jobfs-mount: a directory the user owns; a system path is refused ------------------------
+mkdir -p "$D/usermnt"
+chown $UA "$D/usermnt"
+as $UA srun -N2 -D "$OUT" --jobfs-mount="$D/usermnt" bash -c 'echo "job $SLURM_JOB_ID"; echo "$(hostname) $JOBFS_MOUNT $(grep -c " $JOBFS_MOUNT fuse.jobfs " /proc/mounts)"' > "$OUT/usermnt" 2>&1
+ujob=$(sed -n 's/^job //p' "$OUT/usermnt" | head -1)
+check "--jobfs-mount=DIR: mounted there on every node" count_is "$OUT/usermnt" "^n[12] $D/usermnt 1$" 2
+usermnt_gone() { # the job is over, no node has the mount, the directory is still the user's
+  clean "$1" || return 1
+  local k
+  for k in 1 2; do grep -q " $D/usermnt " "/proc/$(slurmd_pid $k)/mounts" && { echo "# n$k: $D/usermnt still mounted"; return 1; }; done
+  [ "$(stat -c %U "$D/usermnt")" = $UA ]
+}
+check "--jobfs-mount=DIR: unmounted from every node afterwards, nothing left, the directory kept" usermnt_gone "${ujob:-0}"
+as $UA srun -N1 -D "$OUT" --jobfs-mount=/etc bash -c 'echo task ran' > "$OUT/etcmnt" 2>&1
+check "--jobfs-mount=/etc is refused, with the reason, and no task runs" \
+  bash -c "grep -q 'jobfs: on node n1: --jobfs-mount=/etc: must be an existing directory of user $UA' $OUT/etcmnt && ! grep -q 'task ran' $OUT/etcmnt"
+
 # --- another user: user B's job on the same nodes as user A's running job ---------------------
 cat > "$OUT/hold.sh" <<'EOS'
 #!/bin/bash
