@@ -5,3 +5,8 @@ dist_man_MANS += man/jobfs-fuse.8
 else
 EXTRA_DIST += man/jobfs-fuse.8
 endif
+if JOBFS_SPANK
+dist_man_MANS += man/spank_jobfs.8
+else
+EXTRA_DIST += man/spank_jobfs.8
+endif

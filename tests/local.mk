@@ -7,6 +7,16 @@ SH_LOG_DRIVER = $(LOG_DRIVER)
 # The sanitizer build: leaks inside system libraries we cannot fix are listed in lsan.supp.
 AM_TESTS_ENVIRONMENT = LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:$${LSAN_OPTIONS:-}"; export LSAN_OPTIONS;
 EXTRA_DIST += tests/lsan.supp
+# spank_jobfs.so in a real Slurm (tests/slurm/cluster.sh); not in the sanitizer tree, whose
+# jobfsd and jobfs-fuse are slower and which runs the same plugin code.
+EXTRA_DIST += tests/slurm_test.sh tests/slurm/cluster.sh tests/helpers/slurm_ckpt.c
+if JOBFS_SPANK
+if JOBFS_FUSE
+if !JOBFS_SANITIZE
+TESTS += tests/slurm_test.sh
+endif
+endif
+endif
 EXTRA_DIST += tests/case-driver tests/lib.sh tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh
 TESTS += tests/cli_test.sh tests/pmix_test.sh
 # Real mounts of jobfs-fuse (skips itself when not root or without /dev/fuse).

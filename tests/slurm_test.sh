@@ -1,0 +1,263 @@
+#!/bin/bash
+# slurm_test.sh: spank_jobfs.so in a real Slurm 22.05 (tests/slurm/cluster.sh: munged,
+# slurmctld and three slurmd "nodes" n1..n3 in network namespaces, UCX_TLS=tcp between them),
+# jobs submitted as two unprivileged test users. Asserts bytes read back on other nodes, the
+# mount's owner and mode, refusals (another user's mount, descriptor and daemons), the failure
+# message of a daemon that cannot start, and that every job leaves no daemon, no mount and no
+# data on any node: after srun, sbatch, salloc, scancel and a time limit.
+# Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
+set -u
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+srcdir=$(abs "${srcdir:-.}")
+CLUSTER=$srcdir/tests/slurm/cluster.sh
+PLUGIN=$(abs "${SPANK_PLUGIN:-./spank-plugin/.libs/spank_jobfs.so}")
+JOBFSD=$(abs "${JOBFSD:-./server/jobfsd}")
+JOBFS_FUSE=$(abs "${JOBFS_FUSE:-./client/jobfs-fuse}")
+JOBFS=$(abs "${JOBFS:-./client/jobfs}")
+export JOBFS_SLURM_DIR=${JOBFS_SLURM_DIR:-/var/tmp/jobfs-slurm-test}
+D=$JOBFS_SLURM_DIR
+UA=jobfs-test-a
+UB=jobfs-test-b
+if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
+  echo "ok - # SKIP the Slurm tests need root, /dev/fuse, slurmctld, slurmd and munged (scripts/install-deps)"
+  exit 0
+fi
+fails=0
+check() { # NAME CMD...: runs CMD (a program or a function of this file), counts a failure
+  name=$1; shift
+  if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
+}
+cleanup() {
+  "$CLUSTER" stop >/dev/null 2>&1
+  [ -n "${blocker:-}" ] && kill "$blocker" 2>/dev/null
+  rm -rf "$D"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# The programs where every user of every node reaches them (as an installation would put them).
+mkdir -p "$D/inst" "$D/out"
+chmod 755 "$D" "$D/inst"
+chmod 1777 "$D/out"
+cp "$PLUGIN" "$JOBFSD" "$JOBFS_FUSE" "$JOBFS" "$D/inst/" || exit 1
+OUT=$D/out
+for u in $UA $UB; do
+  id "$u" >/dev/null 2>&1 || useradd -M -d /nonexistent -s /bin/bash "$u" || exit 1
+done
+export JOBFS_SLURM_PLUGSTACK="required $D/inst/spank_jobfs.so storage_dir=/tmp/jobfs-data mount_root=/tmp/jobfs-mnt state_dir=/tmp/jobfs-state key_file=$D/munge/munge.key jobfsd=$D/inst/jobfsd jobfs_fuse=$D/inst/jobfs-fuse jobfs=$D/inst/jobfs ucx_tls=tcp startup_timeout=15"
+export SLURM_CONF=$D/etc/slurm.conf
+export UCX_TLS=tcp
+
+as() { # USER CMD...: CMD as USER, from the shared output directory
+  local u=$1; shift
+  (cd "$OUT" && runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" UCX_TLS=tcp PATH=/usr/bin:/bin "$@")
+}
+slurmd_pid() { cat "$D/run/slurmd-n$1.pid"; }
+wait_gone() { # JOBID: until Slurm has forgotten the job (its epilogs are done), at most 150 s
+  local i
+  for i in $(seq 1500); do
+    [ -z "$(squeue -h -j "$1" -o %i 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  echo "# job $1 still there: $(squeue -h -j "$1")"
+  return 1
+}
+# Nothing of job ID left on any node: no mount, no jobfsd or jobfs-fuse, no data, no state.
+clean() { # JOBID
+  local id=$1 k bad=0
+  wait_gone "$id" || return 1
+  for k in 1 2 3; do
+    if grep -q " /tmp/jobfs-mnt/$id " "/proc/$(slurmd_pid $k)/mounts"; then echo "# n$k: mount of job $id left"; bad=1; fi
+    if [ -e "$D/tmp/n$k/jobfs-data/job-$id" ]; then echo "# n$k: data of job $id left"; bad=1; fi
+    if [ -e "$D/tmp/n$k/jobfs-state/$id" ]; then echo "# n$k: state of job $id left"; bad=1; fi
+  done
+  if pgrep -f "/tmp/jobfs-(data/job-|mnt/|state/)$id( |/|\$)" >/dev/null; then
+    echo "# processes of job $id left:"; pgrep -af "/tmp/jobfs-(data/job-|mnt/|state/)$id( |/|\$)" | sed 's/^/# /'; bad=1
+  fi
+  return $bad
+}
+has() { grep -q -- "$2" "$1" || { echo "# '$2' not in $1:"; sed 's/^/#   /' "$1"; return 1; }; }
+count_is() { # FILE PATTERN N
+  local n; n=$(grep -c -- "$2" "$1")
+  [ "$n" -eq "$3" ] || { echo "# '$2' $n times in $1, not $3:"; sed 's/^/#   /' "$1"; return 1; }
+}
+
+check "cluster of 3 nodes up (munged, slurmctld, 3 slurmd in network namespaces)" "$CLUSTER" start 3
+[ "$fails" -eq 0 ] || exit 1
+
+# --- time limit: submitted first, it runs (and is killed) while the other cases run ---------
+cat > "$OUT/limit.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N2 -t 1 --jobfs
+echo "limit: mounted $JOBFS_MOUNT"
+srun -N2 bash -c 'echo $(hostname) > $JOBFS_MOUNT/$(hostname); sleep 600'
+EOS
+limit=$(as $UA sbatch --parsable -o "$OUT/limit-%j.out" "$OUT/limit.sh")
+
+# --- options -----------------------------------------------------------------------------
+srun --help > "$OUT/help" 2>&1
+sbatch --help > "$OUT/sbatch-help" 2>&1
+salloc --help > "$OUT/salloc-help" 2>&1
+check "srun/sbatch/salloc --help show --jobfs, --jobfs-mount, --jobfs-stage-in/out" \
+  bash -c "for f in help sbatch-help salloc-help; do for o in '--jobfs=' --jobfs-mount= --jobfs-stage-in= --jobfs-stage-out=; do grep -q -- \"\$o\" $OUT/\$f || exit 1; done; done"
+as $UA srun -N1 --jobfs=replicas=9 true > "$OUT/bad" 2>&1
+check "a bad --jobfs setting is refused at submission with its reason" has "$OUT/bad" "jobfs: --jobfs: replicas=9: must be 1 to 3"
+as $UA srun -N1 --jobfs-stage-in=/data:s3://b/x true > "$OUT/bad2" 2>&1
+check "a malformed --jobfs-stage-in is refused at submission" has "$OUT/bad2" "source must be an s3://bucket/prefix URL"
+
+# --- a job without --jobfs ------------------------------------------------------------------
+as $UA srun -N3 -D "$OUT" bash -c 'echo "plain $(hostname) mount=${JOBFS_MOUNT:-none} fuse=$(grep -c " /tmp/jobfs-mnt/$SLURM_JOB_ID " /proc/mounts) state=$(ls -d /tmp/jobfs-state/$SLURM_JOB_ID 2>/dev/null | wc -l)"' > "$OUT/plain" 2>&1
+check "a job without --jobfs gets no mount, no JOBFS_MOUNT, no state on its nodes" count_is "$OUT/plain" "mount=none fuse=0 state=0" 3
+
+# --- srun -N3 --jobfs: rank 0 writes on n1, n2 and n3 read it byte-exact through their mounts ----
+head -c 3145728 /dev/urandom > "$OUT/src.bin"; head -c 12345 /dev/urandom >> "$OUT/src.bin"
+chmod 644 "$OUT/src.bin"
+as $UA srun -N3 -n3 --ntasks-per-node=1 -D "$OUT" --jobfs bash -c '
+  f=$JOBFS_MOUNT/data.bin
+  [ "$SLURM_PROCID" = 0 ] && echo "job $SLURM_JOB_ID"
+  echo "root of $(hostname): $(stat -c "%U %a" "$JOBFS_MOUNT") $(grep -c " $JOBFS_MOUNT fuse.jobfs " /proc/mounts)"
+  if [ "$SLURM_PROCID" = 0 ]; then
+    cp src.bin "$f.tmp" && mv "$f.tmp" "$f" && echo "rank 0 on $(hostname) wrote"
+  else
+    for i in $(seq 300); do [ -e "$f" ] && break; sleep 0.1; done
+    cmp src.bin "$f" && echo "rank $SLURM_PROCID on $(hostname) read byte-exact"
+  fi' > "$OUT/srun3" 2>&1
+job=$(sed -n 's/^job //p' "$OUT/srun3")
+check "srun -N3 --jobfs: every node has the mount, owned by the job user, mode 700" count_is "$OUT/srun3" "$UA 700 1" 3
+check "srun -N3 --jobfs: rank 0 wrote on n1" has "$OUT/srun3" "rank 0 on n1 wrote"
+check "srun -N3 --jobfs: n2 read it byte-exact" has "$OUT/srun3" "rank 1 on n2 read byte-exact"
+check "srun -N3 --jobfs: n3 read it byte-exact" has "$OUT/srun3" "rank 2 on n3 read byte-exact"
+check "srun -N3 --jobfs: no daemon, mount, data or state left on any node" clean "${job:-0}"
+
+# --- sbatch -N3: two steps share the file system ------------------------------------------------
+cat > "$OUT/batch.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1
+#SBATCH --jobfs=chunk_size=1M
+echo "batch on $(hostname): $JOBFS_MOUNT $(stat -c %U "$JOBFS_MOUNT")"
+srun bash -c 'head -c 2000000 /dev/urandom > $JOBFS_MOUNT/$(hostname).bin && sha256sum < $JOBFS_MOUNT/$(hostname).bin | sed "s/ .*/ $(hostname)/" > $JOBFS_MOUNT/$(hostname).sum'
+srun bash -c 'cd $JOBFS_MOUNT && for h in n1 n2 n3; do [ "$(sha256sum < $h.bin | cut -d" " -f1)" = "$(cut -d" " -f1 $h.sum)" ] && echo "$(hostname) step 2 read $h.bin"; done'
+EOS
+bjob=$(as $UA sbatch --parsable --wait -o "$OUT/batch-%j.out" "$OUT/batch.sh")
+check "sbatch --jobfs: the batch script has the mount" has "$OUT/batch-$bjob.out" "batch on n1: /tmp/jobfs-mnt/$bjob $UA"
+check "sbatch --jobfs: the second step reads every node's file of the first, on every node" \
+  count_is "$OUT/batch-$bjob.out" "step 2 read n[123].bin" 9
+check "sbatch --jobfs: nothing left on any node" clean "$bjob"
+
+# --- salloc --jobfs -------------------------------------------------------------------------
+as $UA salloc -N2 --jobfs bash -c 'echo "job $SLURM_JOB_ID"; srun -N2 -l bash -c "hostname > \$JOBFS_MOUNT/\$(hostname)"; srun -N1 -w n2 bash -c "cat \$JOBFS_MOUNT/n1 \$JOBFS_MOUNT/n2 | tr \"\n\" \" \"; echo"' > "$OUT/salloc" 2>&1
+ajob=$(sed -n 's/^job //p' "$OUT/salloc")
+check "salloc --jobfs: steps of the session share the file system" has "$OUT/salloc" "^n1 n2 $"
+check "salloc --jobfs: nothing left after the session" clean "${ajob:-0}"
+
+# --- --jobfs-mount: a directory the user owns; a system path is refused ------------------------
+mkdir -p "$D/usermnt"
+chown $UA "$D/usermnt"
+as $UA srun -N2 -D "$OUT" --jobfs-mount="$D/usermnt" bash -c 'echo "job $SLURM_JOB_ID"; echo "$(hostname) $JOBFS_MOUNT $(grep -c " $JOBFS_MOUNT fuse.jobfs " /proc/mounts)"' > "$OUT/usermnt" 2>&1
+ujob=$(sed -n 's/^job //p' "$OUT/usermnt" | head -1)
+check "--jobfs-mount=DIR: mounted there on every node" count_is "$OUT/usermnt" "^n[12] $D/usermnt 1$" 2
+usermnt_gone() { # the job is over, no node has the mount, the directory is still the user's
+  clean "$1" || return 1
+  local k
+  for k in 1 2; do grep -q " $D/usermnt " "/proc/$(slurmd_pid $k)/mounts" && { echo "# n$k: $D/usermnt still mounted"; return 1; }; done
+  [ "$(stat -c %U "$D/usermnt")" = $UA ]
+}
+check "--jobfs-mount=DIR: unmounted from every node afterwards, nothing left, the directory kept" usermnt_gone "${ujob:-0}"
+as $UA srun -N1 -D "$OUT" --jobfs-mount=/etc bash -c 'echo task ran' > "$OUT/etcmnt" 2>&1
+check "--jobfs-mount=/etc is refused, with the reason, and no task runs" \
+  bash -c "grep -q 'jobfs: on node n1: --jobfs-mount=/etc: must be an existing directory of user $UA' $OUT/etcmnt && ! grep -q 'task ran' $OUT/etcmnt"
+
+# --- another user: user B's job on the same nodes as user A's running job ---------------------
+cat > "$OUT/hold.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --jobfs
+srun bash -c 'echo private > $JOBFS_MOUNT/$(hostname).txt'
+touch "$SLURM_SUBMIT_DIR/hold-$SLURM_JOB_ID.ready"
+sleep 600
+EOS
+hold=$(as $UA sbatch --parsable -o "$OUT/hold-%j.out" "$OUT/hold.sh")
+for i in $(seq 300); do [ -e "$OUT/hold-$hold.ready" ] && break; sleep 0.1; done
+port=$((7200 + hold % 800))
+as $UB srun -N3 -D "$OUT" -l bash -c "
+  ls /tmp/jobfs-mnt/$hold 2>&1; cat /tmp/jobfs-mnt/$hold/\$(hostname).txt 2>&1; cat /tmp/jobfs-state/$hold/cluster 2>&1
+  printf 'version = 1\ndaemons = n1:$port,n2:$port,n3:$port\nsecret = %s\n' 0123456789abcdef > /tmp/forged.\$\$
+  JOBFS_CLUSTER=/tmp/forged.\$\$ timeout 60 $D/inst/jobfs ls / 2>&1; echo \"forged rc=\$?\"; rm -f /tmp/forged.\$\$" > "$OUT/other" 2>&1
+check "user B cannot list user A's mount" count_is "$OUT/other" "ls: cannot open directory '/tmp/jobfs-mnt/$hold': Permission denied" 3
+check "user B cannot read a file in user A's mount" count_is "$OUT/other" "cat: /tmp/jobfs-mnt/$hold/n[123].txt: Permission denied" 3
+check "user B cannot read user A's cluster descriptor (the job secret)" count_is "$OUT/other" "cat: /tmp/jobfs-state/$hold/cluster: Permission denied" 3
+check "user B's client is refused by user A's daemons (wrong job secret)" count_is "$OUT/other" "forged rc=[1-9]" 3
+check "... and says why" grep -q -i "secret" "$OUT/other"
+as $UA srun --jobid="$hold" --overlap -N3 -l bash -c 'cat $JOBFS_MOUNT/$(hostname).txt' > "$OUT/owner" 2>&1
+check "user A's own step still reads its files" count_is "$OUT/owner" "private" 3
+
+# --- scancel mid-job ------------------------------------------------------------------------
+as $UA scancel "$hold"
+check "scancel: nothing left on any node" clean "$hold"
+
+# --- a daemon that cannot start fails the job, and says on which node and why -----------------
+# Every port spank_jobfs may give a job is taken on n2 (those still in TIME_WAIT cannot be).
+"$CLUSTER" node 2 python3 -c "import socket, time
+socks = []
+for p in range(7200, 8000):
+    try:
+        s = socket.socket(); s.bind(('0.0.0.0', p)); s.listen(); socks.append(s)
+    except OSError:
+        pass
+print('blocking', flush=True)
+time.sleep(120)" > "$OUT/blocker" &
+blocker=$!
+for i in $(seq 100); do grep -q blocking "$OUT/blocker" && break; sleep 0.1; done
+as $UA salloc -N3 --jobfs bash -c 'echo "job $SLURM_JOB_ID"; srun -D / bash -c "echo task ran"; echo "srun rc=$?"' > "$OUT/fail" 2>&1
+kill "$blocker" 2>/dev/null; wait "$blocker" 2>/dev/null; blocker=
+fjob=$(sed -n 's/^job //p' "$OUT/fail")
+# (srun's exit status says nothing here: Slurm 22.05's srun exits 0 when no task could be launched.)
+check "a jobfsd that cannot start fails the job's step on every node: no task ran" \
+  bash -c "! grep -q 'task ran' $OUT/fail && [ \$(grep -c 'spank_jobfs.so: user_init() failed' $OUT/fail) -eq 3 ]"
+check "... and the job's output names the node and the cause" has "$OUT/fail" "error: jobfs: on node n2: jobfsd did not start (exit status 1): .*listen on 0.0.0.0:7[0-9]*: Device is busy"
+check "... and nothing is left on any node" clean "${fjob:-0}"
+
+# --- srun --mpi=pmix: a collective checkpoint through ad_jobfs, read back through a mount ---------
+COMPONENT=${ROMIO_COMPONENT_DIR:-$PWD/romio-adio}/mca_io_romio_jobfs.so
+if [ -f "$COMPONENT" ] && command -v mpicc >/dev/null && [ -e ./client/.libs/libjobfs.so.0 ]; then
+  mkdir -p "$D/inst/ompi"
+  cp "$COMPONENT" "$D/inst/ompi/" && cp -L ./client/.libs/libjobfs.so.0 "$D/inst/"
+  mpicc -O2 -o "$OUT/slurm_ckpt" "$srcdir/tests/helpers/slurm_ckpt.c"
+  sysdir=$(ompi_info --path pkglibdir | sed 's/^.*: *//')
+  cat > "$OUT/mpi.sh" <<EOS
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --jobfs=chunk_size=256k
+echo "job \$SLURM_JOB_ID"
+export OMPI_MCA_mca_base_component_path=$sysdir:$D/inst/ompi LD_LIBRARY_PATH=$D/inst
+export UCX_TLS=tcp OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1 JOBFS_ROMIO_TRACE=1
+srun --mpi=pmix ./slurm_ckpt jobfs:/ckpt 2> mpi-trace.\$SLURM_JOB_ID
+srun -N1 -n1 -w n3 python3 -c "
+import os
+d = open(os.environ['JOBFS_MOUNT'] + '/ckpt', 'rb').read()
+ok = len(d) == 3 << 20 and all(d[r << 20:(r + 1) << 20] == bytes((r * 7 + i) % 251 for i in range(1 << 20)) for r in range(3))
+print('n3 read the checkpoint through its mount:', 'byte-exact' if ok else 'WRONG', len(d))"
+EOS
+  mjob=$(as $UA sbatch --parsable --wait -o "$OUT/mpi-%j.out" "$OUT/mpi.sh")
+  check "srun --mpi=pmix --jobfs: 3 ranks on 3 nodes wrote a collective checkpoint" count_is "$OUT/mpi-$mjob.out" "rank [012] of 3 wrote its block" 3
+  check "... through ad_jobfs (jobfs: name, driver trace)" grep -q '^\[ad_jobfs [0-9]*\] open /ckpt' "$OUT/mpi-trace.$mjob"
+  check "... and n3 read it back byte-exact through the FUSE mount" has "$OUT/mpi-$mjob.out" "n3 read the checkpoint through its mount: byte-exact 3145728"
+  check "... and nothing is left on any node" clean "${mjob:-0}"
+else
+  echo "ok - # SKIP srun --mpi=pmix --jobfs through ad_jobfs: the ROMIO driver is not built in this tree (configure without --disable-romio-driver)"
+fi
+
+# --- the time limit ---------------------------------------------------------------------------
+check "time limit: the job was killed at its limit" bash -c "wait_gone() { :; }; for i in \$(seq 1500); do grep -q 'DUE TO TIME LIMIT' $OUT/limit-$limit.out 2>/dev/null && exit 0; sleep 0.1; done; cat $OUT/limit-$limit.out; exit 1"
+check "time limit: it had its mount" has "$OUT/limit-$limit.out" "limit: mounted /tmp/jobfs-mnt/$limit"
+check "time limit: nothing left on any node" clean "$limit"
+
+daemons="$(cat "$D"/run/*.pid "$D/munge/munged.pid" 2>/dev/null)"
+stopped() { # the daemons of the cluster (by their pid files, read before), steps, namespaces
+  "$CLUSTER" stop || return 1
+  local p
+  for p in $daemons; do
+    [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && { echo "# pid $p still running"; return 1; }
+  done
+  ! pgrep -f '^slurmstepd:' >/dev/null && ! ip netns list | grep -q '^jobfs-n'
+}
+check "cluster stops and leaves nothing running" stopped
+exit $((fails > 0))
