@@ -312,7 +312,10 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             return Status(Code::io, "chunk read of inode " + std::to_string(ino) + " chunk " +
                                         std::to_string(pieces[i].chunk_index) + ": no daemon of its chain is serving");
     }
-    bool refreshed = false;
+    // As for writes: while the daemons' manager has not yet taken a dead member out of the
+    // table, every replica of a chain may fail (the dead one, and the others sending a dirty
+    // read to it as tail); refresh the table and ask again until kFailoverTimeout.
+    const auto deadline = std::chrono::steady_clock::now() + kFailoverTimeout;
     // Rounds: every piece not done yet goes to its next replica. Reads spread over the replicas
     // (the first one asked depends on the chunk), a failed or corrupt answer moves on to the
     // next replica, a dirty one to the tail. A piece fails once every replica was asked.
@@ -323,13 +326,15 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             Slot& sl = slots[i];
             if (sl.done) continue;
             if (sl.tries >= sl.chain.length + 1 || (!sl.to_tail && sl.tries >= sl.chain.length)) {
-                // Every replica failed: once, the table may have moved on (a daemon said ours
-                // is stale, or one died and the chain has changed).
-                if (!replicated || refreshed || !retriable(sl.status.code())) return sl.status;
-                refreshed = true;
+                // Every replica failed: the table may have moved on (a daemon said ours is
+                // stale, or one died and the chain has changed), or will soon.
+                if (!replicated || !retriable(sl.status.code()) || std::chrono::steady_clock::now() >= deadline)
+                    return sl.status;
                 for (uint32_t k = 0; k < sl.chain.length; ++k) heal(sl.chain.ranks[k]);
+                const uint64_t before = t.version;
                 (void)refresh_table();
                 t = table();
+                if (t.version == before) std::this_thread::sleep_for(std::chrono::milliseconds(100));
                 for (size_t j = 0; j < pieces.size(); ++j) {
                     if (slots[j].done) continue;
                     slots[j].chain = read_chain(ino, pieces[j].chunk_index, layout, t);

@@ -541,6 +541,11 @@ Status Worker::Impl::init_ucx() {
     // UCX_* settings win.
     if (!getenv("UCX_MAX_EAGER_LANES")) ucp_config_modify(config, "MAX_EAGER_LANES", "1");
     if (!getenv("UCX_MAX_RNDV_LANES")) ucp_config_modify(config, "MAX_RNDV_LANES", "1");
+    // A peer killed with SIGKILL is not always noticed from its socket by UCX 1.13 (seen under
+    // load: calls to a dead daemon waited for their whole deadline, and UCX's own keepalive,
+    // every 20 s, declared the endpoint dead after two minutes). Keepalive every second bounds
+    // that to a few seconds; an idle connection costs one small message a second.
+    if (!getenv("UCX_KEEPALIVE_INTERVAL")) ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
     // A daemon restarted on its port must be able to listen again while connections of its
     // previous life linger in the kernel (TIME_WAIT, FIN_WAIT2).
     if (!getenv("UCX_CM_REUSEADDR") && !getenv("UCX_TCP_CM_REUSEADDR")) {
