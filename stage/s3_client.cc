@@ -183,6 +183,10 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, retry_.connect_timeout_s);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, retry_.low_speed_time_s);
+    // Large buffers: fewer callbacks and system calls per 16 MiB part on a busy 2-core node.
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
+    if (call.expect_bytes) resp.body.reserve(call.expect_bytes);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp.body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
@@ -264,6 +268,7 @@ Result<HeadInfo> S3Client::head(const std::string& bucket, const std::string& ke
 Result<std::string> S3Client::get(const std::string& bucket, const std::string& key, uint64_t offset,
                                   uint64_t length, const std::string& if_match) {
     Call c("GET", bucket, key);
+    c.expect_bytes = length;
     if (length > 0) c.headers.emplace_back("range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
     if (!if_match.empty()) c.headers.emplace_back("if-match", "\"" + if_match + "\"");
     auto r = perform(c);

@@ -82,6 +82,7 @@ private:
         std::vector<std::pair<std::string, std::string>> headers;
         std::span<const uint8_t> body;
         std::string payload_hash;  // empty: computed from body
+        uint64_t expect_bytes = 0; // size of the answer's body, when known (reserved up front)
     };
     Result<Response> perform(const Call& call);
     Result<Response> perform_once(const Call& call, bool* retry);
