@@ -417,10 +417,11 @@ int cmd_stage(int argc, char** argv, bool in) {
     po::options_description desc("options");
     stage::StageOptions o;
     o.in = in;
-    std::string part = "16M", progress = "auto";
+    std::string part = "16M", threshold = "64M", progress = "auto";
     desc.add_options()("src", po::value(&o.src), "source")("dst", po::value(&o.dst), "destination")
         ("parallel,P", po::value(&o.parallel)->default_value(8), "requests in flight on this node")
         ("part-size", po::value(&part)->default_value("16M"), "objects larger than this move in parts of this size (ranged GETs, multipart upload)")
+        ("multipart-threshold", po::value(&threshold)->default_value("64M"), "stage-out: files up to this size are one PUT (held in memory), larger ones multipart")
         ("rank", po::value(&o.rank)->default_value(env_int("SLURM_NODEID", 0)), "this node's share (default $SLURM_NODEID)")
         ("ranks", po::value(&o.ranks)->default_value(env_int("SLURM_NNODES", 1)), "nodes sharing the work (default $SLURM_NNODES)")
         ("endpoint-url", po::value(&o.s3.endpoint_url), "S3 endpoint, e.g. http://127.0.0.1:9000 (default $AWS_ENDPOINT_URL, else AWS)")
@@ -445,6 +446,9 @@ int cmd_stage(int argc, char** argv, bool in) {
     auto ps = parse_size(part);
     if (!ps) return usage("--part-size '" + part + "' is not a size");
     o.part_size = *ps;
+    auto pt = parse_size(threshold);
+    if (!pt) return usage("--multipart-threshold '" + threshold + "' is not a size");
+    o.multipart_threshold = *pt;
     if (o.parallel < 1 || o.parallel > 256) return usage("--parallel must be 1..256");
     if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks) return usage("--rank must be in 0..ranks-1");
     if (o.retry.attempts < 1) return usage("--retries must be at least 1");

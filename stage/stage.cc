@@ -442,7 +442,8 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     if (!o.in && o.resume) {
         auto l = r.s3.list(r.bucket, tree ? manifest_at : mine.empty() ? "" : mine[0]->key);
         if (l.ok()) for (auto& x : *l) remote_now[x.key] = x;
-        else if (l.status().message().find("NoSuchBucket") != std::string::npos)
+        else if (const std::string& m = l.status().message(); m.find("NoSuchBucket") != std::string::npos ||
+                 m.find("SignatureDoesNotMatch") != std::string::npos || m.find("InvalidAccessKeyId") != std::string::npos)
             return Status(l.status().code(), std::string(verb) + " to " + dst->text + " failed: " + l.status().message());
     }
     std::set<std::string> dirs;
@@ -480,7 +481,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         Pool pool(o.parallel);
         for (Item* it : mine) {
             if (it->failed || it->skipped) continue;
-            if (it->size <= o.part_size) {
+            if (it->size <= (o.in ? o.part_size : std::max(o.part_size, o.multipart_threshold))) {
                 pool.add([&r, it] {
                     if (r.endpoint_down()) return r.fail(*it, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
                     r.o.in ? get_small(r, *it) : put_small(r, *it);

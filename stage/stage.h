@@ -21,6 +21,10 @@ struct StageOptions {
     RetryPolicy retry;
     int parallel = 8;            // requests in flight on this node
     uint64_t part_size = 16ull << 20;  // ranged-GET / multipart part size; larger objects are split
+    // Stage-out: files up to this size are one PUT (held in memory whole, so up to
+    // parallel x this much memory); larger ones a multipart upload in part_size parts.
+    // One PUT is cheaper for servers that copy parts again at completion (s3rver, RGW).
+    uint64_t multipart_threshold = 64ull << 20;
     int rank = 0, ranks = 1;     // this node's share: objects whose key hashes to rank
     std::string manifest;        // where the manifest goes ("" = DST/.jobfs-stage-manifest[.rank-R])
     bool write_manifest = true;

@@ -21,6 +21,10 @@ dir=$tmp/cluster
 port=$((42000 + $$ % 3000))
 cleanup() {
   s3rver_stop
+  if [ "$fails" -gt 0 ]; then  # evidence for a failure: the daemons' state and logs
+    "$JOBFS" status 2>&1 | sed 's/^/# /'
+    for l in "$dir"/jobfsd.*.log; do [ -f "$l" ] && tail -n 15 "$l" | sed "s|^|# $(basename "$l"): |"; done
+  fi
   "$JOBFS" local down --dir "$dir" >/dev/null 2>&1
   if [ -n "${JOBFS_TEST_KEEP:-}" ]; then echo "# kept $tmp"; else rm -rf "$tmp"; fi
 }
@@ -100,7 +104,7 @@ check "SLURM_NODEID/SLURM_NNODES give the same share as --rank/--ranks" sh -c "S
 
 # Errors: clear messages naming the S3 error, non-zero exit, nothing left behind as complete.
 check "wrong secret: exit 1 naming SignatureDoesNotMatch" sh -c "AWS_SECRET_ACCESS_KEY=wrong '$J' stage-in s3://bkt/data/ jobfs:/bad/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'stage-in from s3://bkt/data/ failed: 403 SignatureDoesNotMatch' '$tmp/e'"
-check "wrong secret on stage-out names SignatureDoesNotMatch" sh -c "AWS_SECRET_ACCESS_KEY=wrong '$J' stage-out '$src/empty' s3://bkt/x 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'SignatureDoesNotMatch' '$tmp/e'"
+check "wrong secret on stage-out: exit 1 naming SignatureDoesNotMatch" sh -c "AWS_SECRET_ACCESS_KEY=wrong '$J' stage-out '$src' s3://bkt/x/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'stage-out to s3://bkt/x/ failed: 403 SignatureDoesNotMatch' '$tmp/e'"
 check "missing bucket: exit 1 naming NoSuchBucket" sh -c "'$J' stage-in s3://nope/data/ jobfs:/bad/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q '404 NoSuchBucket' '$tmp/e'"
 check "no credentials: exit 1 saying where they were looked for" sh -c "env -u AWS_ACCESS_KEY_ID HOME=$tmp '$J' stage-in s3://bkt/data/ jobfs:/bad/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'no S3 credentials' '$tmp/e'"
 check "bad S3 URL is refused" sh -c "'$J' stage-in s3:/bkt jobfs:/bad/ 2>'$tmp/e'; [ \$? -ne 0 ] && grep -q 's3://bucket' '$tmp/e'"
