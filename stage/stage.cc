@@ -442,7 +442,9 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     if (!o.in && o.resume) {
         auto l = r.s3.list(r.bucket, tree ? manifest_at : mine.empty() ? "" : mine[0]->key);
         if (l.ok()) for (auto& x : *l) remote_now[x.key] = x;
-        else if (const std::string& m = l.status().message(); m.find("NoSuchBucket") != std::string::npos ||
+        else if (const std::string& m = l.status().message(); l.status().code() == Code::refused ||
+                 l.status().code() == Code::peer_gone || l.status().code() == Code::timeout ||
+                 m.find("NoSuchBucket") != std::string::npos ||
                  m.find("SignatureDoesNotMatch") != std::string::npos || m.find("InvalidAccessKeyId") != std::string::npos)
             return Status(l.status().code(), std::string(verb) + " to " + dst->text + " failed: " + l.status().message());
     }
