@@ -129,8 +129,10 @@ check "the other objects were copied" sh -c "'$J' cp 'jobfs:/del/alpha/$other' '
 "$J" stage-out jobfs:/in s3://bkt/kill/ --part-size 8M --parallel 2 --retries 2 --progress none > "$tmp/k.out" 2> "$tmp/k.err" &
 stager=$!
 i=0
-until [ "$(find "$tmp/s3/bkt/kill" -name '*._S3rver_object' 2>/dev/null | wc -l)" -ge 100 ] || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
+# Wait (up to 2 minutes on a loaded machine) until 100 objects are on the server, then kill it.
+until [ "$(find "$tmp/s3/bkt/kill" -name '*._S3rver_metadata.json' 2>/dev/null | wc -l)" -ge 100 ] || [ $i -ge 2400 ]; do sleep 0.05; i=$((i + 1)); done
 s3rver_stop
+echo "# killed the server with $(find "$tmp/s3/bkt/kill" -name '*._S3rver_metadata.json' 2>/dev/null | wc -l) objects stored"
 wait $stager
 check "server killed mid-stage-out: exit 1" test $? -eq 1
 check "the failure names objects and the connection error" grep -q "stage-out of jobfs:/in/.* failed: .*\(onnect\|refused\|reset\|closed\|Failure\)" "$tmp/k.err"
@@ -138,6 +140,7 @@ check "no success reported: the summary counts failures" grep -q ' [1-9][0-9]* f
 check "no manifest on the server" test ! -e "$tmp/s3/bkt/kill/.jobfs-stage-manifest._S3rver_object"
 check "the data is still in jobfs" sh -c "'$J' cp 'jobfs:/in/big/model weights.bin' '$tmp/mw2' && cmp '$tmp/mw2' '$src/big/model weights.bin'"
 s3rver_start "$tmp/s3" "$port" || echo "not ok - s3rver restarts"
+grep -q ' [1-9][0-9]* failed)' "$tmp/k.out" || { echo "# the stage-out's output:"; sed 's/^/# /' "$tmp/k.out"; head -n 5 "$tmp/k.err" | sed 's/^/# /'; }
 check "after a restart, the rerun completes" sh -c "'$J' stage-out jobfs:/in s3://bkt/kill/ --part-size 8M --progress none > '$tmp/k2.out' 2>&1"
 check "the rerun skipped what was already there" sh -c "grep -q '1003 objects (.* copied, [1-9][0-9]* skipped as complete, 0 failed)' '$tmp/k2.out'"
 check "after the resume every object is byte-identical on the server" server_same "$src" kill
