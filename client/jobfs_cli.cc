@@ -12,6 +12,8 @@
 //                                       the checkpoint job: P processes write one shared file
 //                                       (contiguous blocks or strided pieces), read it back,
 //                                       verify it, and compare with the local disk
+//   jobfs stage-in s3://B/PREFIX DST    copy objects from an S3 store (stage/, man jobfs-stage)
+//   jobfs stage-out SRC s3://B/PREFIX   copy files to an S3 store
 // Exit status: 0 success, 1 failure (the reason on stderr), 2 bad usage.
 #include <boost/program_options.hpp>
 
@@ -34,6 +36,7 @@
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "client/scrub.h"
+#include "stage/stage.h"
 #include "log.h"
 
 namespace po = boost::program_options;
@@ -460,6 +463,77 @@ int cmd_cp(int argc, char** argv) {
     return 0;
 }
 
+// ---- stage-in / stage-out -------------------------------------------------------------------
+
+// SLURM_NODEID / SLURM_NNODES as defaults of --rank / --ranks, so that every node of a job
+// takes its share without options.
+int env_int(const char* name, int dflt) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : dflt;
+}
+
+std::optional<uint64_t> parse_size(const std::string& text);
+
+// Only parses and calls: the staging itself is stage/stage.cc.
+int cmd_stage(int argc, char** argv, bool in) {
+    po::options_description desc("options");
+    stage::StageOptions o;
+    o.in = in;
+    std::string part = "16M", threshold = "64M", progress = "auto";
+    desc.add_options()("src", po::value(&o.src), "source")("dst", po::value(&o.dst), "destination")
+        ("parallel,P", po::value(&o.parallel)->default_value(8), "requests in flight on this node")
+        ("part-size", po::value(&part)->default_value("16M"), "objects larger than this move in parts of this size (ranged GETs, multipart upload)")
+        ("multipart-threshold", po::value(&threshold)->default_value("64M"), "stage-out: files up to this size are one PUT (held in memory), larger ones multipart")
+        ("rank", po::value(&o.rank)->default_value(env_int("SLURM_NODEID", 0)), "this node's share (default $SLURM_NODEID)")
+        ("ranks", po::value(&o.ranks)->default_value(env_int("SLURM_NNODES", 1)), "nodes sharing the work (default $SLURM_NNODES)")
+        ("endpoint-url", po::value(&o.s3.endpoint_url), "S3 endpoint, e.g. http://127.0.0.1:9000 (default $AWS_ENDPOINT_URL, else AWS)")
+        ("profile", po::value(&o.s3.profile), "profile of ~/.aws/credentials and ~/.aws/config (default $AWS_PROFILE)")
+        ("region", po::value(&o.s3.region), "signing region (default $AWS_REGION, the profile's, us-east-1)")
+        ("addressing", po::value(&o.s3.addressing), "path or virtual (default: path with an endpoint URL, virtual for AWS)")
+        ("manifest", po::value(&o.manifest), "write the manifest here (a path, jobfs:/path or s3:// URL)")
+        ("no-manifest", "write no manifest")
+        ("no-resume", "copy everything, even objects a previous run completed")
+        ("retries", po::value(&o.retry.attempts)->default_value(6), "attempts per request (retried on 5xx, throttling, dropped connections)")
+        ("progress", po::value(&progress)->default_value("auto"), "auto, bar, lines or none")
+        ("progress-interval", po::value(&o.progress_interval_s)->default_value(5.0), "seconds between progress lines")
+        ("quiet,q", "no summary line");
+    po::positional_options_description pos;
+    pos.add("src", 1).add("dst", 1);
+    po::variables_map vm;
+    int rc = 0;
+    const std::string synopsis = std::string("jobfs ") + (in ? "stage-in s3://BUCKET/PREFIX DST" : "stage-out SRC s3://BUCKET/PREFIX") +
+                                 "   (DST/SRC: jobfs:/path or a local path; man jobfs-stage)";
+    if (!parse(argc, argv, desc, pos, vm, synopsis.c_str(), &rc)) return rc;
+    if (o.src.empty() || o.dst.empty()) return usage(std::string(in ? "stage-in" : "stage-out") + " needs SRC and DST");
+    auto ps = parse_size(part);
+    if (!ps) return usage("--part-size '" + part + "' is not a size");
+    o.part_size = *ps;
+    auto pt = parse_size(threshold);
+    if (!pt) return usage("--multipart-threshold '" + threshold + "' is not a size");
+    o.multipart_threshold = *pt;
+    if (o.parallel < 1 || o.parallel > 256) return usage("--parallel must be 1..256");
+    if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks) return usage("--rank must be in 0..ranks-1");
+    if (o.retry.attempts < 1) return usage("--retries must be at least 1");
+    if (progress == "auto") o.progress = -1;
+    else if (progress == "bar") o.progress = 1;
+    else if (progress == "lines") o.progress = 2;
+    else if (progress == "none") o.progress = 0;
+    else return usage("--progress is auto, bar, lines or none");
+    o.write_manifest = !vm.count("no-manifest");
+    o.resume = !vm.count("no-resume");
+    o.quiet = vm.count("quiet") > 0;
+    stage::StageSummary sum;
+    Status s = stage::stage_run(o, &sum);
+    if (!o.quiet && sum.objects > 0)
+        std::printf("jobfs %s: %llu objects (%llu copied, %llu skipped as complete, %llu failed), %llu bytes in %.2f s, %.1f MB/s\n",
+                    in ? "stage-in" : "stage-out", static_cast<unsigned long long>(sum.objects),
+                    static_cast<unsigned long long>(sum.copied), static_cast<unsigned long long>(sum.skipped),
+                    static_cast<unsigned long long>(sum.failed), static_cast<unsigned long long>(sum.bytes), sum.seconds,
+                    sum.seconds > 0 ? static_cast<double>(sum.bytes) / 1e6 / sum.seconds : 0.0);
+    std::fflush(stdout);
+    return s.ok() ? 0 : fail(s);
+}
+
 // ---- layout ---------------------------------------------------------------------------------
 
 // "4M", "512K", "1G", "65536": bytes, with an optional binary K/M/G suffix. Nothing on junk,
@@ -778,7 +852,9 @@ void help() {
               "  scrub [PATH]                verify every copy of every chunk, repair bad ones, report\n"
               "  ckpt [-p P] [--block-mib M] [--strided [--stride-mib S]]\n"
               "                              the checkpoint job: P processes write one file, read it back,\n"
-              "                              verify every byte, and compare with the local disk\n\n"
+              "                              verify every byte, and compare with the local disk\n"
+              "  stage-in s3://B/PREFIX DST   copy objects into jobfs:/path or a local path (man jobfs-stage)\n"
+              "  stage-out SRC s3://B/PREFIX  copy files out to an S3 bucket\n\n"
               "Commands other than local find the file system through $JOBFS_CLUSTER.");
 }
 
@@ -801,5 +877,7 @@ int main(int argc, char** argv) {
     if (cmd == "layout") return cmd_layout(argc - 1, argv + 1);
     if (cmd == "ckpt") return cmd_ckpt(argc - 1, argv + 1);
     if (cmd == "scrub") return cmd_scrub(argc - 1, argv + 1);
+    if (cmd == "stage-in") return cmd_stage(argc - 1, argv + 1, true);
+    if (cmd == "stage-out") return cmd_stage(argc - 1, argv + 1, false);
     return usage("unknown command '" + cmd + "'");
 }

@@ -1,5 +1,5 @@
 # man/: one page per command, configuration file and API.
-dist_man_MANS += man/jobfs.1 man/jobfsd.8 man/jobfs.conf.5 man/libjobfs.3
+dist_man_MANS += man/jobfs.1 man/jobfs-stage.1 man/jobfsd.8 man/jobfs.conf.5 man/libjobfs.3
 if JOBFS_FUSE
 dist_man_MANS += man/jobfs-fuse.8
 else

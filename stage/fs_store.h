@@ -1,0 +1,68 @@
+// fs_store.h: the file side of staging, one interface over jobfs (libjobfs, "jobfs:/path")
+// and a POSIX file system (a plain path: a parallel file system, the jobfs FUSE mount…).
+//
+// Writes go to a temporary name next to the target and are renamed into place only when the
+// whole object is there (commit), so a partial copy never carries the final name. The
+// object's ETag is kept in the xattr user.jobfs.stage.etag of the file, written before the
+// rename: a later run that finds the file with the same size and ETag skips it (resume).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "result.h"
+
+namespace jobfs::client { class Client; }
+
+namespace jobfs::stage {
+
+inline constexpr char kEtagXattr[] = "user.jobfs.stage.etag";
+
+struct FileInfo {
+    std::string rel;  // path below the listed directory, '/'-separated
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    bool is_dir = false;
+};
+
+class WriteHandle {
+public:
+    virtual ~WriteHandle() = default;
+    virtual Status pwrite(uint64_t offset, std::span<const uint8_t> data) = 0;
+    // Records etag, closes and renames onto the final name.
+    virtual Status commit(const std::string& etag) = 0;
+    // Closes and removes the temporary file (after a failure).
+    virtual void discard() = 0;
+};
+
+class ReadHandle {
+public:
+    virtual ~ReadHandle() = default;
+    virtual Result<size_t> pread(uint64_t offset, std::span<uint8_t> out) = 0;
+};
+
+class FileStore {
+public:
+    virtual ~FileStore() = default;
+    // "jobfs:/a" for jobfs, the path itself otherwise: how messages name a file.
+    virtual std::string display(const std::string& path) const = 0;
+    virtual Result<FileInfo> stat(const std::string& path) = 0;
+    // Every regular file below dir (recursively), with rel set.
+    virtual Result<std::vector<FileInfo>> list_files(const std::string& dir) = 0;
+    virtual Status mkdirs(const std::string& dir) = 0;
+    // The ETag recorded by a finished copy, or "" when there is none.
+    virtual std::string recorded_etag(const std::string& path) = 0;
+    virtual Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t size) = 0;
+    virtual Result<std::unique_ptr<ReadHandle>> open(const std::string& path) = 0;
+    // Writes a small file whole (the manifest), through a temporary name.
+    Status write_file(const std::string& path, const std::string& data);
+};
+
+std::unique_ptr<FileStore> fs_store_local();
+// Connects to the jobfs of $JOBFS_CLUSTER.
+Result<std::unique_ptr<FileStore>> fs_store_jobfs();
+
+} // namespace jobfs::stage

@@ -1,0 +1,59 @@
+// progress.cc: the bar and the progress lines.
+#include "stage/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace jobfs::stage {
+
+Progress::Progress(std::string label, const Counters& c, int mode, double interval_s)
+    : label_(std::move(label)), c_(c), mode_(mode < 0 ? (isatty(2) ? 1 : 2) : mode),
+      interval_(mode_ == 1 ? std::chrono::milliseconds(250)
+                           : std::chrono::milliseconds(static_cast<long>(interval_s * 1000))) {
+    if (mode_ != 0) thread_ = std::thread([this] { run(); });
+}
+
+Progress::~Progress() { stop(); }
+
+void Progress::stop() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stop_) return;
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) {
+        thread_.join();
+        if (mode_ == 1) print(true);
+    }
+}
+
+void Progress::run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!cv_.wait_for(lk, interval_, [this] { return stop_; })) print(false);
+}
+
+void Progress::print(bool final) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const uint64_t b = c_.bytes_done.load(), o = c_.objects_done.load();
+    const double pct = c_.bytes_total ? 100.0 * static_cast<double>(b) / static_cast<double>(c_.bytes_total)
+                                      : (c_.objects_total ? 100.0 * static_cast<double>(o) / static_cast<double>(c_.objects_total) : 100.0);
+    const double mbs = s > 0 ? static_cast<double>(b) / 1e6 / s : 0;
+    if (mode_ == 1) {
+        char bar[31];
+        const int fill = static_cast<int>(pct * 30 / 100);
+        for (int i = 0; i < 30; ++i) bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        std::fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu objects %.1f/%.1f MB %.1f MB/s%s", label_.c_str(), bar, pct,
+                     static_cast<unsigned long long>(o), static_cast<unsigned long long>(c_.objects_total),
+                     static_cast<double>(b) / 1e6, static_cast<double>(c_.bytes_total) / 1e6, mbs, final ? "\n" : "");
+    } else {
+        std::fprintf(stderr, "%s: %.0f%% %llu/%llu objects, %.1f/%.1f MB, %.1f MB/s, %.0f s\n", label_.c_str(), pct,
+                     static_cast<unsigned long long>(o), static_cast<unsigned long long>(c_.objects_total),
+                     static_cast<double>(b) / 1e6, static_cast<double>(c_.bytes_total) / 1e6, mbs, s);
+    }
+    std::fflush(stderr);
+}
+
+} // namespace jobfs::stage

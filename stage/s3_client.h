@@ -1,0 +1,97 @@
+// s3_client.h: an S3 client over libcurl, signing with SigV4 (sigv4.h).
+//
+// One request per call, on a curl handle owned by the calling thread (connections are kept
+// per thread), so every method may be called from many threads at once. Requests that fail
+// in a way a retry can cure (dropped or refused connections, 5xx, SlowDown and other
+// throttling) are retried with exponential backoff and jitter; the rest fail at once.
+// Errors are Status values whose message starts with the HTTP status and S3 error code:
+// "403 SignatureDoesNotMatch: The request signature we calculated does not match…".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "result.h"
+#include "stage/s3_config.h"
+
+namespace jobfs::stage {
+
+struct ObjectInfo {
+    std::string key;
+    uint64_t size = 0;
+    std::string etag;  // without quotes
+};
+
+struct HeadInfo {
+    uint64_t size = 0;
+    std::string etag;
+    std::map<std::string, std::string> meta;  // x-amz-meta-NAME → value, NAME in lower case
+};
+
+struct RetryPolicy {
+    int attempts = 6;           // tries in all, the first included
+    int base_delay_ms = 100;    // doubled per retry, with full jitter
+    int max_delay_ms = 5000;
+    long connect_timeout_s = 10;
+    long low_speed_time_s = 60; // a transfer under 1 KiB/s for this long is dropped (and retried)
+};
+
+class S3Client {
+public:
+    S3Client(S3Config config, RetryPolicy retry = {});
+
+    // ListObjectsV2 over every page (continuation tokens); keys in the server's order.
+    Result<std::vector<ObjectInfo>> list(const std::string& bucket, const std::string& prefix, int page_size = 1000);
+    Result<HeadInfo> head(const std::string& bucket, const std::string& key);
+    // GET of [offset, offset+length) (length 0: the whole object). With if_match set, a
+    // changed object fails (412 PreconditionFailed) instead of mixing two versions.
+    Result<std::string> get(const std::string& bucket, const std::string& key, uint64_t offset = 0,
+                            uint64_t length = 0, const std::string& if_match = "");
+    // PUT with Content-MD5 and a signed SHA-256 of the body; returns the ETag.
+    Result<std::string> put(const std::string& bucket, const std::string& key, std::span<const uint8_t> body,
+                            const std::map<std::string, std::string>& meta = {});
+    Result<std::string> multipart_create(const std::string& bucket, const std::string& key,
+                                         const std::map<std::string, std::string>& meta = {});
+    Result<std::string> multipart_upload_part(const std::string& bucket, const std::string& key,
+                                              const std::string& upload_id, int part, std::span<const uint8_t> body);
+    Result<std::string> multipart_complete(const std::string& bucket, const std::string& key,
+                                           const std::string& upload_id, const std::vector<std::string>& etags);
+    Status multipart_abort(const std::string& bucket, const std::string& key, const std::string& upload_id);
+    Status remove(const std::string& bucket, const std::string& key);
+    Status create_bucket(const std::string& bucket);
+
+    const S3Config& config() const { return config_; }
+
+    struct Response {
+        long status = 0;
+        std::map<std::string, std::string> headers;  // lower-case names
+        std::string body;
+    };
+
+private:
+    struct Call {
+        Call(std::string m, std::string b, std::string k = "", std::span<const uint8_t> data = {})
+            : method(std::move(m)), bucket(std::move(b)), key(std::move(k)), body(data) {}
+        std::string method;
+        std::string bucket, key;
+        std::vector<std::pair<std::string, std::string>> query;
+        std::vector<std::pair<std::string, std::string>> headers;
+        std::span<const uint8_t> body;
+        std::string payload_hash;  // empty: computed from body
+        uint64_t expect_bytes = 0; // size of the answer's body, when known (reserved up front)
+    };
+    Result<Response> perform(const Call& call);
+    Result<Response> perform_once(const Call& call, bool* retry);
+
+    S3Config config_;
+    RetryPolicy retry_;
+};
+
+std::string md5_base64(std::span<const uint8_t> data);
+std::string md5_hex(std::span<const uint8_t> data);
+
+} // namespace jobfs::stage

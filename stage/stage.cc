@@ -1,0 +1,563 @@
+// stage.cc: the staging engine. The main thread lists both sides, decides what to copy
+// (this rank's share, minus what is complete already) and queues work units; a pool of
+// --parallel threads runs them. An object up to the part size is one unit (one GET or PUT);
+// a larger one is a unit per part, and whichever part finishes last completes the object
+// (rename into place, or CompleteMultipartUpload), or undoes it if any part failed.
+#include "stage/stage.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "stage/fs_store.h"
+#include "stage/location.h"
+#include "stage/progress.h"
+
+namespace jobfs::stage {
+
+int stage_rank_of(const std::string& key, int ranks) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : key) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return ranks <= 1 ? 0 : static_cast<int>(h % static_cast<uint64_t>(ranks));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Pool {
+public:
+    explicit Pool(int n) {
+        for (int i = 0; i < std::max(1, n); ++i) threads_.emplace_back([this] { run(); });
+    }
+    ~Pool() { wait(); }
+    void add(std::function<void()> f) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            q_.push_back(std::move(f));
+        }
+        cv_.notify_one();
+    }
+    void wait() {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        for (auto& t : threads_)
+            if (t.joinable()) t.join();
+    }
+
+private:
+    void run() {
+        for (;;) {
+            std::function<void()> f;
+            {
+                std::unique_lock<std::mutex> lk(mu_);
+                cv_.wait(lk, [this] { return done_ || !q_.empty(); });
+                if (q_.empty()) return;
+                f = std::move(q_.front());
+                q_.pop_front();
+            }
+            f();
+        }
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> q_;
+    bool done_ = false;
+    std::vector<std::thread> threads_;
+};
+
+bool is_md5_etag(const std::string& etag) {
+    if (etag.size() != 32) return false;
+    for (char c : etag)
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+    return true;
+}
+
+bool is_manifest_or_temp(const std::string& rel) {
+    const auto slash = rel.rfind('/');
+    const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
+    return base.rfind(kManifestName, 0) == 0 || base.rfind(".jobfs-stage.", 0) == 0;
+}
+
+// A key below the prefix must map to a path below DST: no empty, "." or ".." component.
+bool safe_relative(const std::string& rel) {
+    size_t b = 0;
+    for (;;) {
+        const size_t e = rel.find('/', b);
+        const std::string c = rel.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        if (c.empty() || c == "." || c == "..") return false;
+        if (e == std::string::npos) return true;
+        b = e + 1;
+    }
+}
+
+std::string join(const std::string& dir, const std::string& rel) {
+    return dir == "/" ? "/" + rel : dir + "/" + rel;
+}
+
+std::string dirname_of(const std::string& p) {
+    const auto s = p.rfind('/');
+    return s == std::string::npos ? "." : (s == 0 ? "/" : p.substr(0, s));
+}
+
+std::string basename_of(const std::string& p) {
+    const auto s = p.rfind('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::span<const uint8_t> bytes_of(const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+struct Item {
+    std::string key;   // full object key
+    std::string path;  // file path (jobfs or local)
+    uint64_t size = 0;
+    std::string etag;  // stage-in: from the listing; stage-out: from the upload
+    int64_t mtime_ns = 0;
+    bool skipped = false;
+    bool failed = false;
+};
+
+struct Run {
+    const StageOptions& o;
+    S3Client s3;
+    std::unique_ptr<FileStore> fs;
+    std::string bucket;
+    Counters counters;
+    std::mutex mu;  // failures' messages and items' results
+    uint64_t failed = 0;
+    uint64_t not_shown = 0;
+    // Connection-level failures (refused, reset, timed out: each already retried) in a row,
+    // over all objects. Past a threshold the endpoint is taken as down and the remaining
+    // objects fail at once instead of each waiting through its own retries.
+    std::atomic<int> down_streak{0};
+    static constexpr uint64_t kShownFailures = 20;
+
+    Run(const StageOptions& opts, S3Config cfg) : o(opts), s3(std::move(cfg), opts.retry) {}
+
+    // Prints the failure once, naming the object: "jobfs: stage-in of s3://b/k failed: 404 NoSuchKey: …".
+    void fail(Item& it, const Status& s) {
+        const Code c = s.code();
+        if (c == Code::refused || c == Code::peer_gone || c == Code::timeout) ++down_streak;
+        std::lock_guard<std::mutex> lk(mu);
+        if (it.failed) return;
+        it.failed = true;
+        if (++failed > kShownFailures) {
+            ++not_shown;
+            return;
+        }
+        const std::string what = o.in ? "stage-in of " + s3_url(bucket, it.key) : "stage-out of " + fs->display(it.path);
+        const std::string msg = s.message().empty() ? s.to_string() : s.message();
+        std::fprintf(stderr, "jobfs: %s failed: %s\n", what.c_str(), msg.c_str());
+    }
+    bool endpoint_down() const { return down_streak.load() >= 2 * o.parallel + 4; }
+    void succeeded() { down_streak = 0; }
+};
+
+// One large object's parts: shared by its part units; the last one to finish settles it.
+struct Multi {
+    Item* item = nullptr;
+    int parts = 0;
+    std::atomic<int> left{0};
+    std::atomic<bool> bad{false};
+    std::unique_ptr<WriteHandle> out;      // stage-in
+    std::unique_ptr<ReadHandle> in;        // stage-out
+    std::string upload_id;                 // stage-out
+    std::vector<std::string> etags;        // stage-out: per part
+};
+
+void get_small(Run& r, Item& it) {
+    std::string data;
+    if (it.size > 0) {
+        auto g = r.s3.get(r.bucket, it.key, 0, 0, "");
+        if (!g.ok()) return r.fail(it, g.status());
+        data = std::move(*g);
+    }
+    if (data.size() != it.size)
+        return r.fail(it, Status(Code::io, "size " + std::to_string(data.size()) + " differs from the listed " +
+                                               std::to_string(it.size) + " (object changed while staging?)"));
+    if (is_md5_etag(it.etag) && md5_hex(bytes_of(data)) != it.etag)
+        return r.fail(it, Status(Code::io, "MD5 of the bytes received differs from the ETag " + it.etag));
+    auto w = r.fs->create(it.path, it.size);
+    if (!w.ok()) return r.fail(it, w.status());
+    Status s = data.empty() ? Status::OK() : (*w)->pwrite(0, bytes_of(data));
+    if (s.ok()) s = (*w)->commit(it.etag);
+    if (!s.ok()) {
+        (*w)->discard();
+        return r.fail(it, s);
+    }
+    r.counters.bytes_done += it.size;
+    ++r.counters.objects_done;
+    r.succeeded();
+}
+
+// One part of a large object: move() transfers [off, off+len); the last part to end calls
+// settle(ok), ok when no part failed.
+template <class Move, class Settle>
+void run_part(Run& r, Multi& m, int part, Move move, Settle settle) {
+    const uint64_t off = static_cast<uint64_t>(part) * r.o.part_size;
+    const uint64_t len = std::min<uint64_t>(r.o.part_size, m.item->size - off);
+    if (!m.bad && r.endpoint_down()) {
+        m.bad = true;
+        r.fail(*m.item, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
+    }
+    if (!m.bad) {
+        Status s = move(off, len);
+        if (!s.ok()) {
+            m.bad = true;
+            r.fail(*m.item, s);
+        } else {
+            r.counters.bytes_done += len;
+            r.succeeded();
+        }
+    }
+    if (--m.left == 0) settle(!m.bad);
+}
+
+void get_part(Run& r, const std::shared_ptr<Multi>& m, int part) {
+    Item& it = *m->item;
+    run_part(
+        r, *m, part,
+        [&](uint64_t off, uint64_t len) {
+            // If-Match: every range comes from the object that was listed, or the copy fails.
+            auto g = r.s3.get(r.bucket, it.key, off, len, it.etag);
+            return g.ok() ? m->out->pwrite(off, bytes_of(*g)) : g.status();
+        },
+        [&](bool ok) {
+            if (!ok) return m->out->discard();
+            Status s = m->out->commit(it.etag);
+            if (!s.ok()) return r.fail(it, s);
+            ++r.counters.objects_done;
+        });
+}
+
+std::map<std::string, std::string> source_meta(const Item& it) {
+    return {{"jobfs-mtime-ns", std::to_string(it.mtime_ns)}, {"jobfs-size", std::to_string(it.size)}};
+}
+
+void put_small(Run& r, Item& it) {
+    auto h = r.fs->open(it.path);
+    if (!h.ok()) return r.fail(it, h.status());
+    std::string data(it.size, '\0');
+    auto n = (*h)->pread(0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(data.data()), data.size()));
+    if (!n.ok()) return r.fail(it, n.status().with_context("read " + r.fs->display(it.path)));
+    if (*n != it.size) return r.fail(it, Status(Code::io, "file shrank while staging"));
+    auto e = r.s3.put(r.bucket, it.key, bytes_of(data), source_meta(it));
+    if (!e.ok()) return r.fail(it, e.status());
+    if (is_md5_etag(*e) && *e != md5_hex(bytes_of(data)))
+        return r.fail(it, Status(Code::io, "the server's ETag " + *e + " is not the MD5 of the bytes sent"));
+    it.etag = *e;
+    r.counters.bytes_done += it.size;
+    ++r.counters.objects_done;
+    r.succeeded();
+}
+
+void put_part(Run& r, const std::shared_ptr<Multi>& m, int part) {
+    Item& it = *m->item;
+    run_part(
+        r, *m, part,
+        [&](uint64_t off, uint64_t len) {
+            std::vector<uint8_t> buf(len);
+            auto n = m->in->pread(off, buf);
+            if (!n.ok()) return n.status().with_context("read " + r.fs->display(it.path));
+            if (*n != len) return Status(Code::io, "file shrank while staging");
+            auto e = r.s3.multipart_upload_part(r.bucket, it.key, m->upload_id, part + 1, buf);
+            if (!e.ok()) return e.status().with_context("part " + std::to_string(part + 1));
+            m->etags[static_cast<size_t>(part)] = *e;
+            return Status::OK();
+        },
+        [&](bool ok) {
+            if (ok) {
+                auto e = r.s3.multipart_complete(r.bucket, it.key, m->upload_id, m->etags);
+                if (e.ok()) {
+                    it.etag = *e;
+                    ++r.counters.objects_done;
+                    return;
+                }
+                r.fail(it, e.status().with_context("CompleteMultipartUpload"));
+            }
+            // Parts already stored would otherwise be kept (and billed) by the server.
+            Status a = r.s3.multipart_abort(r.bucket, it.key, m->upload_id);
+            if (!a.ok())
+                std::fprintf(stderr, "jobfs: warning: could not abort the multipart upload of %s: %s\n",
+                             s3_url(r.bucket, it.key).c_str(), a.message().c_str());
+        });
+}
+
+// ---- planning ----------------------------------------------------------------------------
+
+Status plan_in(Run& r, const Location& src, const Location& dst, std::vector<Item>& items, std::string* manifest_dir) {
+    r.bucket = src.bucket;
+    std::string prefix = src.key;
+    auto dst_info = r.fs->stat(dst.path);
+    const bool dst_is_dir = dst_info.ok() && dst_info->is_dir;
+    if (!prefix.empty() && prefix.back() != '/') {
+        auto h = r.s3.head(src.bucket, prefix);
+        if (h.ok()) {  // one object
+            Item it;
+            it.key = prefix;
+            it.size = h->size;
+            it.etag = h->etag;
+            it.path = dst.trailing_slash || dst_is_dir ? join(dst.path, basename_of(prefix)) : dst.path;
+            items.push_back(it);
+            return Status::OK();
+        }
+        if (h.status().code() != Code::not_found) return h.status();
+        prefix += '/';  // not an object: the "directory" of that name, as aws s3 cp --recursive
+    }
+    if (dst_info.ok() && !dst_is_dir) return Status(Code::not_dir, r.fs->display(dst.path) + " is a file; a prefix is staged into a directory");
+    auto list = r.s3.list(src.bucket, prefix);
+    if (!list.ok()) return list.status();
+    *manifest_dir = dst.path;
+    for (auto& o : *list) {
+        std::string rel = o.key.substr(prefix.size());
+        if (rel.empty() || rel.back() == '/' || is_manifest_or_temp(rel)) continue;  // directory markers, our own files
+        Item it;
+        it.key = o.key;
+        it.size = o.size;
+        it.etag = o.etag;
+        it.path = join(dst.path, rel);
+        if (!safe_relative(rel)) {
+            items.push_back(it);
+            r.fail(items.back(), Status(Code::invalid, "key has an empty, '.' or '..' component: no safe file name below " + r.fs->display(dst.path)));
+            continue;
+        }
+        items.push_back(std::move(it));
+    }
+    if (list->empty())
+        return Status(Code::not_found, "nothing to stage: no object " + s3_url(src.bucket, src.key) +
+                                           (src.key.empty() || src.key.back() == '/' ? "" : " and none below " + s3_url(src.bucket, prefix)));
+    return Status::OK();
+}
+
+Status plan_out(Run& r, const Location& src, const Location& dst, std::vector<Item>& items, std::string* manifest_prefix) {
+    r.bucket = dst.bucket;
+    auto st = r.fs->stat(src.path);
+    if (!st.ok()) return st.status();
+    if (!st->is_dir) {
+        Item it;
+        it.path = src.path;
+        it.size = st->size;
+        it.mtime_ns = st->mtime_ns;
+        it.key = dst.key.empty() || dst.key.back() == '/' ? dst.key + basename_of(src.path) : dst.key;
+        items.push_back(it);
+        return Status::OK();
+    }
+    std::string prefix = dst.key;
+    if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    *manifest_prefix = prefix;
+    auto files = r.fs->list_files(src.path);
+    if (!files.ok()) return files.status();
+    for (auto& f : *files) {
+        if (is_manifest_or_temp(f.rel)) continue;
+        Item it;
+        it.path = join(src.path, f.rel);
+        it.key = prefix + f.rel;
+        it.size = f.size;
+        it.mtime_ns = f.mtime_ns;
+        items.push_back(std::move(it));
+    }
+    return Status::OK();
+}
+
+std::string manifest_text(const Run& r, const Location& src, const Location& dst, const std::vector<Item*>& mine) {
+    std::string t = "# jobfs stage manifest v1\n# " + std::string(r.o.in ? "stage-in " : "stage-out ") + src.text + " " +
+                    dst.text + " rank " + std::to_string(r.o.rank) + " of " + std::to_string(r.o.ranks) +
+                    ": complete\n# size\tetag\tkey (URI-encoded)\tpath (URI-encoded)\tcopied|skipped\n";
+    for (const Item* it : mine)
+        t += std::to_string(it->size) + "\t" + it->etag + "\t" + uri_encode(it->key, true) + "\t" +
+             uri_encode(it->path, true) + "\t" + (it->skipped ? "skipped" : "copied") + "\n";
+    return t;
+}
+
+} // namespace
+
+Status stage_run(const StageOptions& o, StageSummary* sum) {
+    const auto t0 = Clock::now();
+    const char* verb = o.in ? "stage-in" : "stage-out";
+    if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks)
+        return Status(Code::invalid, "rank " + std::to_string(o.rank) + " is not in 0.." + std::to_string(o.ranks - 1));
+    if (o.part_size < (5u << 20) && !o.in)
+        return Status(Code::invalid, "part size below 5 MiB: S3 refuses such multipart parts");
+    auto src = location_parse(o.src);
+    if (!src.ok()) return src.status();
+    auto dst = location_parse(o.dst);
+    if (!dst.ok()) return dst.status();
+    const Location& remote = o.in ? *src : *dst;
+    const Location& files = o.in ? *dst : *src;
+    if (remote.kind != Location::s3)
+        return Status(Code::invalid, std::string(verb) + ": " + (o.in ? "SRC" : "DST") + " must be an s3:// URL, not '" + remote.text + "'");
+    if (files.kind == Location::s3)
+        return Status(Code::invalid, std::string(verb) + ": " + (o.in ? "DST" : "SRC") + " must be a jobfs:/path or a local path, not '" + files.text + "'");
+    auto cfg = s3_config_resolve(o.s3);
+    if (!cfg.ok()) return cfg.status();
+
+    Run r(o, std::move(*cfg));
+    if (files.kind == Location::jobfs) {
+        auto fs = fs_store_jobfs();
+        if (!fs.ok()) return fs.status().with_context("connect to jobfs ($JOBFS_CLUSTER)");
+        r.fs = std::move(*fs);
+    } else {
+        r.fs = fs_store_local();
+    }
+
+    std::vector<Item> items;
+    std::string manifest_at;  // directory (stage-in) or prefix (stage-out); unset for one object
+    bool tree = false;
+    {
+        std::string where;
+        Status s = o.in ? plan_in(r, *src, *dst, items, &where) : plan_out(r, *src, *dst, items, &where);
+        const std::string what = o.in ? src->text : dst->text;
+        if (!s.ok()) return Status(s.code(), std::string(verb) + " " + (o.in ? "from " : "to ") + what + " failed: " + s.message());
+        tree = o.in ? !where.empty() : !(items.size() == 1 && items[0].path == src->path);
+        manifest_at = where;
+    }
+    if (const char* pause = std::getenv("JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS"))  // fault injection (tests)
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(pause)));
+
+    // This rank's share, and resume: what a previous run completed is left alone.
+    std::vector<Item*> mine;
+    for (auto& it : items)
+        if (stage_rank_of(it.key, o.ranks) == o.rank) mine.push_back(&it);
+    std::map<std::string, ObjectInfo> remote_now;
+    if (!o.in && o.resume) {
+        auto l = r.s3.list(r.bucket, tree ? manifest_at : mine.empty() ? "" : mine[0]->key);
+        if (l.ok()) for (auto& x : *l) remote_now[x.key] = x;
+        else if (const std::string& m = l.status().message(); l.status().code() == Code::refused ||
+                 l.status().code() == Code::peer_gone || l.status().code() == Code::timeout ||
+                 m.find("NoSuchBucket") != std::string::npos ||
+                 m.find("SignatureDoesNotMatch") != std::string::npos || m.find("InvalidAccessKeyId") != std::string::npos)
+            return Status(l.status().code(), std::string(verb) + " to " + dst->text + " failed: " + l.status().message());
+    }
+    std::set<std::string> dirs;
+    for (Item* it : mine) {
+        if (it->failed) continue;
+        r.counters.objects_total++;
+        if (o.resume && o.in) {
+            auto f = r.fs->stat(it->path);
+            if (f.ok() && !f->is_dir && f->size == it->size && r.fs->recorded_etag(it->path) == it->etag) it->skipped = true;
+        } else if (o.resume) {
+            auto x = remote_now.find(it->key);
+            if (x != remote_now.end() && x->second.size == it->size) {
+                auto h = r.s3.head(r.bucket, it->key);
+                if (h.ok() && h->meta["jobfs-mtime-ns"] == std::to_string(it->mtime_ns) &&
+                    h->meta["jobfs-size"] == std::to_string(it->size)) {
+                    it->skipped = true;
+                    it->etag = h->etag;
+                }
+            }
+        }
+        if (it->skipped) {
+            ++r.counters.objects_done;
+            continue;
+        }
+        r.counters.bytes_total += it->size;
+        if (o.in) dirs.insert(dirname_of(it->path));
+    }
+    for (const auto& d : dirs) {
+        Status s = r.fs->mkdirs(d);
+        if (!s.ok()) return s.with_context(std::string(verb) + ": create " + r.fs->display(d));
+    }
+
+    {
+        Progress progress(verb, r.counters, o.progress, o.progress_interval_s);
+        Pool pool(o.parallel);
+        for (Item* it : mine) {
+            if (it->failed || it->skipped) continue;
+            if (it->size <= (o.in ? o.part_size : std::max(o.part_size, o.multipart_threshold))) {
+                pool.add([&r, it] {
+                    if (r.endpoint_down()) return r.fail(*it, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
+                    r.o.in ? get_small(r, *it) : put_small(r, *it);
+                });
+                continue;
+            }
+            auto m = std::make_shared<Multi>();
+            m->item = it;
+            m->parts = static_cast<int>((it->size + o.part_size - 1) / o.part_size);
+            if (!o.in && m->parts > 10000)
+                { r.fail(*it, Status(Code::too_large, "more than 10000 parts: use a larger --part-size")); continue; }
+            m->left = m->parts;
+            if (o.in) {
+                auto w = r.fs->create(it->path, it->size);
+                if (!w.ok()) { r.fail(*it, w.status()); continue; }
+                m->out = std::move(*w);
+            } else {
+                auto h = r.fs->open(it->path);
+                if (!h.ok()) { r.fail(*it, h.status()); continue; }
+                m->in = std::move(*h);
+                auto id = r.s3.multipart_create(r.bucket, it->key, source_meta(*it));
+                if (!id.ok()) { r.fail(*it, id.status().with_context("CreateMultipartUpload")); continue; }
+                m->upload_id = *id;
+                m->etags.resize(static_cast<size_t>(m->parts));
+            }
+            for (int p = 0; p < m->parts; ++p)
+                pool.add([&r, m, p] { r.o.in ? get_part(r, m, p) : put_part(r, m, p); });
+        }
+        pool.wait();
+        progress.stop();
+    }
+
+    if (r.not_shown)
+        std::fprintf(stderr, "jobfs: %s: %llu more objects failed (not shown)\n", verb,
+                     static_cast<unsigned long long>(r.not_shown));
+    sum->objects = mine.size();
+    sum->failed = r.failed;
+    for (Item* it : mine) {
+        if (it->skipped) ++sum->skipped;
+        else if (!it->failed) ++sum->copied;
+    }
+    sum->bytes = r.counters.bytes_done;
+    sum->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+    // The manifest is written only when all of this rank's objects are complete: its presence
+    // says the copy is whole.
+    if (r.failed == 0 && tree && o.write_manifest) {
+        const std::string text = manifest_text(r, *src, *dst, mine);
+        const std::string name = std::string(kManifestName) + (o.ranks > 1 ? ".rank-" + std::to_string(o.rank) : "");
+        Status s;
+        if (!o.manifest.empty()) {
+            auto m = location_parse(o.manifest);
+            if (!m.ok()) s = m.status();
+            else if (m->kind == Location::s3) s = r.s3.put(m->bucket, m->key, bytes_of(text)).status();
+            else if (m->kind == Location::local) s = fs_store_local()->write_file(m->path, text);
+            else if (files.kind == Location::jobfs) s = r.fs->write_file(m->path, text);
+            else {
+                auto js = fs_store_jobfs();
+                s = js.ok() ? (*js)->write_file(m->path, text) : js.status();
+            }
+        } else if (o.in) {
+            s = r.fs->write_file(join(manifest_at, name), text);
+        } else {
+            s = r.s3.put(r.bucket, manifest_at + name, bytes_of(text)).status();
+        }
+        if (!s.ok()) {
+            std::fprintf(stderr, "jobfs: %s: writing the manifest failed: %s\n", verb, s.message().c_str());
+            return Status(s.code(), std::string(verb) + " copied everything but could not write its manifest");
+        }
+    }
+    if (r.failed)
+        return Status(Code::io, std::string(verb) + " incomplete: " + std::to_string(r.failed) + " of " +
+                                    std::to_string(mine.size()) + " objects failed (run it again to resume)");
+    return Status::OK();
+}
+
+} // namespace jobfs::stage
