@@ -36,7 +36,7 @@
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "client/scrub.h"
-#include "stage/stage.h"
+#include "client/stage/stage.h"
 #include "log.h"
 
 namespace po = boost::program_options;

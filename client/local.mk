@@ -37,7 +37,7 @@ TESTS += tests/unit/replication_test
 
 bin_PROGRAMS += client/jobfs
 client_jobfs_SOURCES = client/jobfs_cli.cc
-client_jobfs_LDADD = stage/libjobfs_stage.la client/libjobfs_client.la $(BOOST_PO_LIBS)
+client_jobfs_LDADD = client/stage/libjobfs_stage.la client/libjobfs_client.la $(BOOST_PO_LIBS)
 
 lib_LTLIBRARIES += client/libjobfs.la
 include_HEADERS += client/jobfs.h

@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "stage/location.h"
-#include "stage/s3_config.h"
-#include "stage/s3_xml.h"
-#include "stage/sigv4.h"
-#include "stage/stage.h"
+#include "client/stage/location.h"
+#include "client/stage/s3_config.h"
+#include "client/stage/s3_xml.h"
+#include "client/stage/sigv4.h"
+#include "client/stage/stage.h"
 
 using namespace jobfs;
 using namespace jobfs::stage;

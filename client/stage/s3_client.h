@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "result.h"
-#include "stage/s3_config.h"
+#include "client/stage/s3_config.h"
 
 namespace jobfs::stage {
 

@@ -3,7 +3,7 @@
 // --parallel threads runs them. An object up to the part size is one unit (one GET or PUT);
 // a larger one is a unit per part, and whichever part finishes last completes the object
 // (rename into place, or CompleteMultipartUpload), or undoes it if any part failed.
-#include "stage/stage.h"
+#include "client/stage/stage.h"
 
 #include <unistd.h>
 
@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "stage/fs_store.h"
-#include "stage/location.h"
-#include "stage/progress.h"
+#include "client/stage/fs_store.h"
+#include "client/stage/location.h"
+#include "client/stage/progress.h"
 
 namespace jobfs::stage {
 

@@ -1,5 +1,5 @@
 // progress.cc: the bar and the progress lines.
-#include "stage/progress.h"
+#include "client/stage/progress.h"
 
 #include <unistd.h>
 

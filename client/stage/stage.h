@@ -7,8 +7,8 @@
 #include <string>
 
 #include "result.h"
-#include "stage/s3_client.h"
-#include "stage/s3_config.h"
+#include "client/stage/s3_client.h"
+#include "client/stage/s3_config.h"
 
 namespace jobfs::stage {
 

@@ -1,5 +1,5 @@
 // s3_config.cc: options, environment and the two INI files of the AWS tools.
-#include "stage/s3_config.h"
+#include "client/stage/s3_config.h"
 
 #include <cstdlib>
 #include <fstream>

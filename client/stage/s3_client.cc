@@ -1,5 +1,5 @@
 // s3_client.cc: requests, signing, retries and the S3 operations the staging code uses.
-#include "stage/s3_client.h"
+#include "client/stage/s3_client.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "stage/s3_xml.h"
+#include "client/stage/s3_xml.h"
 
 namespace jobfs::stage {
 namespace {

@@ -1,5 +1,5 @@
 // s3_xml.cc: tag extraction and entity decoding for S3's flat XML answers.
-#include "stage/s3_xml.h"
+#include "client/stage/s3_xml.h"
 
 #include <cstdlib>
 

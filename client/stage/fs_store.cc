@@ -1,5 +1,5 @@
 // fs_store.cc: FileStore over POSIX and over libjobfs.
-#include "stage/fs_store.h"
+#include "client/stage/fs_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // location.cc: parsing of s3:// URLs, jobfs: paths and plain paths.
-#include "stage/location.h"
+#include "client/stage/location.h"
 
 #include <cctype>
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "result.h"
-#include "stage/sigv4.h"
+#include "client/stage/sigv4.h"
 
 namespace jobfs::stage {
 

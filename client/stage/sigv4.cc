@@ -1,5 +1,5 @@
 // sigv4.cc: the canonical request, string to sign and signing key of SigV4, over OpenSSL.
-#include "stage/sigv4.h"
+#include "client/stage/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
