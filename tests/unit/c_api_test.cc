@@ -26,16 +26,7 @@ namespace {
 using jobfs::test::pattern;
 namespace fs = std::filesystem;
 
-std::string jobfsd_path() {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    std::string dir(self);
-    // A libtool-built test runs from .libs/ (it links the shared libjobfs): climb one more.
-    dir = dir.substr(0, dir.rfind('/'));
-    if (dir.size() >= 6 && dir.compare(dir.size() - 6, 6, "/.libs") == 0) dir = dir.substr(0, dir.size() - 6);
-    return dir + "/../../server/jobfsd";
-}
+std::string jobfsd_path() { return jobfs::test::build_tree_program("server/jobfsd"); }
 
 constexpr uint32_t kChunk = 1u << 20;
 

@@ -20,13 +20,7 @@ using test::pattern;
 
 namespace fs = std::filesystem;
 
-std::string jobfsd_path() {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    std::string dir(self);
-    return dir.substr(0, dir.rfind('/')) + "/../../server/jobfsd";
-}
+std::string jobfsd_path() { return jobfs::test::build_tree_program("server/jobfsd"); }
 
 class ClientTest : public ::testing::Test {
 protected:

@@ -1,6 +1,7 @@
 // test_util.h: small helpers the unit tests share.
 #pragma once
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,18 @@ inline std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
         std::memcpy(v.data() + i, &x, std::min<size_t>(8, n - i));
     }
     return v;
+}
+
+// A program of this build tree, by its path from the top (e.g. "server/jobfsd"): the unit
+// tests run from build/tests/unit (libtool-linked ones from its .libs/).
+inline std::string build_tree_program(const std::string& relative) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    std::string dir(self);
+    dir = dir.substr(0, dir.rfind('/'));
+    if (dir.size() >= 6 && dir.compare(dir.size() - 6, 6, "/.libs") == 0) dir = dir.substr(0, dir.size() - 6);
+    return dir + "/../../" + relative;
 }
 
 // A fresh directory under /tmp, removed with everything in it when the object goes.
