@@ -22,6 +22,10 @@ if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v slurmd >/dev/null 
   echo "ok - # SKIP the Slurm tests need root, /dev/fuse, slurmctld, slurmd and munged (scripts/install-deps)"
   exit 0
 fi
+# One test cluster at a time on this machine (its bridge, namespaces and ports are fixed):
+# another Slurm test of this tree (make check -j2) waits here until this one is done.
+exec 9> /run/lock/jobfs-slurm-test.lock
+flock 9
 fails=0
 check() { # NAME CMD...: runs CMD (a program or a function of this file), counts a failure
   name=$1; shift
