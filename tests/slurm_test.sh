@@ -24,15 +24,17 @@ if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v slurmd >/dev/null 
 fi
 # One test cluster at a time on this machine (its bridge, namespaces and ports are fixed):
 # another Slurm test of this tree (make check -j2) waits here until this one is done.
+# The daemons the cluster starts must not inherit the lock (cluster(): 9>&-).
 exec 9> /run/lock/jobfs-slurm-test.lock
-flock 9
+flock -w 900 9 || { echo "not ok - another Slurm test held the test cluster for 15 minutes"; exit 1; }
+cluster() { "$CLUSTER" "$@" 9>&-; }
 fails=0
 check() { # NAME CMD...: runs CMD (a program or a function of this file), counts a failure
   name=$1; shift
   if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
 }
 cleanup() {
-  "$CLUSTER" stop >/dev/null 2>&1
+  cluster stop >/dev/null 2>&1
   [ -n "${blocker:-}" ] && kill "$blocker" 2>/dev/null
   rm -rf "$D"
 }
@@ -86,7 +88,7 @@ count_is() { # FILE PATTERN N
   [ "$n" -eq "$3" ] || { echo "# '$2' $n times in $1, not $3:"; sed 's/^/#   /' "$1"; return 1; }
 }
 
-check "cluster of 3 nodes up (munged, slurmctld, 3 slurmd in network namespaces)" "$CLUSTER" start 3
+check "cluster of 3 nodes up (munged, slurmctld, 3 slurmd in network namespaces)" cluster start 3
 [ "$fails" -eq 0 ] || exit 1
 
 # --- time limit: submitted first, it runs (and is killed) while the other cases run ---------
@@ -200,7 +202,7 @@ check "scancel: nothing left on any node" clean "$hold"
 
 # --- a daemon that cannot start fails the job, and says on which node and why -----------------
 # Every port spank_jobfs may give a job is taken on n2 (those still in TIME_WAIT cannot be).
-"$CLUSTER" node 2 python3 -c "import socket, time
+cluster node 2 python3 -c "import socket, time
 socks = []
 for p in range(7200, 8000):
     try:
