@@ -258,7 +258,7 @@ check "time limit: nothing left on any node" clean "$limit"
 
 daemons="$(cat "$D"/run/*.pid "$D/munge/munged.pid" 2>/dev/null)"
 stopped() { # the daemons of the cluster (by their pid files, read before), steps, namespaces
-  "$CLUSTER" stop || return 1
+  cluster stop || return 1
   local p
   for p in $daemons; do
     [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && { echo "# pid $p still running"; return 1; }
