@@ -24,8 +24,10 @@ namespace rpc = transport::rpc;
 using namespace test;
 using Clock = std::chrono::steady_clock;
 
+// Calls wait as long as the product's default (30 s): on this 2-core machine under load, 4 MiB
+// rendezvous replies have taken over 10 s. Tests of deadlines pass their own.
 std::unique_ptr<Worker> make_worker(const std::string& name, const std::string& secret = "",
-                                    std::chrono::milliseconds timeout = 10s) {
+                                    std::chrono::milliseconds timeout = 30s) {
     WorkerOptions o;
     o.name = name;
     o.secret = secret;
