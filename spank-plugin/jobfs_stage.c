@@ -10,8 +10,9 @@
  *  - stage-in: a node whose share failed fails the job on every node (each prolog records the
  *    first failure it reads, and every step, the batch step included, fails with it before
  *    any user code runs);
- *  - stage-out: no epilog stops its daemon while another node still reads chunks from it; if
- *    any share failed, every node keeps its data (the chunks of a file are spread over all).
+ *  - stage-out: no epilog stops its daemon while another node still reads chunks or marks
+ *    from it; if any share failed, every node keeps its data (the chunks of a file
+ *    are spread over all).
  * Only jobfs is shared between the nodes (their /tmp may be private), and the markers go
  * through the node's FUSE mount, which does not cache missing names (jobfs_fuse.cc).
  */
@@ -200,6 +201,17 @@ out:
 static int mark(const struct jobfs_job *job, const char *kind, const char *text)
 {
 	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	struct stat here, parent;
+
+	/* Only into the mounted file system, never into the directory under it (a user's
+	 * --jobfs-mount directory after a failed prolog unmounted it). */
+	snprintf(dir, sizeof(dir), "%s/..", job->mount);
+	if (stat(job->mount, &here) != 0 || stat(dir, &parent) != 0)
+		return -1;
+	if (here.st_dev == parent.st_dev) {
+		errno = ENOTCONN;
+		return -1;
+	}
 
 	snprintf(dir, sizeof(dir), "%s/" MARK_DIR, job->mount);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -210,58 +222,77 @@ static int mark(const struct jobfs_job *job, const char *kind, const char *text)
 	return jobfs_write_file(path, text, 0644, job->uid, job->gid);
 }
 
-/* Waits until every node has marked KIND: 0 if all are "ok"; -1 with the first failure. */
+/* Waits until every node has marked KIND: 0 if all are "ok"; -1 with the first failure.
+ * It reads every mark even after a failure: a node that leaves now may hold the metadata of
+ * a mark another node still has to read. */
 static int wait_all(const struct jobfs_context *ctx, const char *kind, char *err, size_t errlen)
 {
 	const struct jobfs_job *job = &ctx->job;
 	double deadline = now_s() + ctx->config.stage_timeout_s;
 	char path[PATH_MAX + 64], text[JOBFS_MSG_MAX];
 	uint32_t next = 0;
+	int rc = 0;
 
 	while (next < job->node_count) {
 		snprintf(path, sizeof(path), "%s/" MARK_DIR "/%s.%" PRIu32, job->mount, kind, next);
 		if (jobfs_read_file(path, text, sizeof(text)) >= 0) {
 			text[strcspn(text, "\n")] = '\0';
-			if (strcmp(text, "ok") != 0) {
+			if (strcmp(text, "ok") != 0 && rc == 0) {
 				snprintf(err, errlen, "%s", text);
-				return -1;
+				rc = -1;
 			}
 			next++;
 			continue;
 		}
 		if (errno != ENOENT) {
-			snprintf(err, errlen, "stage-%s: cannot read %s: %s", kind, path, strerror(errno));
+			if (rc == 0)
+				snprintf(err, errlen, "stage-%s: cannot read %s: %s", kind, path, strerror(errno));
 			return -1;
 		}
 		if (now_s() > deadline) {
-			snprintf(err, errlen, "stage-%s: node %" PRIu32 " of the job did not finish its share within "
-				 "stage_timeout (%u s)", kind, next, ctx->config.stage_timeout_s);
+			if (rc == 0)
+				snprintf(err, errlen, "stage-%s: node %" PRIu32 " of the job did not finish its share "
+					 "within stage_timeout (%u s)", kind, next, ctx->config.stage_timeout_s);
 			return -1;
 		}
 		usleep(200000);
 	}
-	return 0;
+	return rc;
 }
+
+/* Once a node has read every mark it may stop its daemon; the node that wrote the last mark
+ * may still be reading the others' (a few milliseconds). Without this pause its read would
+ * wait for a daemon that is gone. */
+#define STAGE_OUT_GRACE_S 5
 
 /* Both directions: this node's share, its mark, then everyone's. */
 static int stage(const struct jobfs_context *ctx, bool in, const char *list, char *err, size_t errlen)
 {
 	const char *kind = in ? "in" : "out";
+	char others[JOBFS_MSG_MAX];
 	double t0 = now_s();
+	int rc = -1;
 
 	if (run_share(ctx, in, list, err, errlen) != 0) {
 		if (mark(&ctx->job, kind, err) != 0) /* the others then time out */
 			slurm_error("spank_jobfs: job %" PRIu32 ": cannot mark stage-%s: %s", ctx->job.id, kind, strerror(errno));
-		return -1;
+		else
+			wait_all(ctx, kind, others, sizeof(others));
+		goto out;
 	}
 	if (mark(&ctx->job, kind, "ok") != 0) {
 		snprintf(err, errlen, "stage-%s: cannot write %s/" MARK_DIR ": %s", kind, ctx->job.mount, strerror(errno));
-		return -1;
+		goto out;
 	}
 	if (wait_all(ctx, kind, err, errlen) != 0)
-		return -1;
+		goto out;
 	slurm_info("spank_jobfs: job %" PRIu32 ": stage-%s done on every node (%.2f s)", ctx->job.id, kind, now_s() - t0);
-	return 0;
+	rc = 0;
+out:
+	/* A failed stage-in keeps the file system up until the epilog: no pause there. */
+	if (!in && ctx->job.node_count > 1)
+		sleep(STAGE_OUT_GRACE_S);
+	return rc;
 }
 
 int jobfs_stage_in(const struct jobfs_context *ctx, char *err, size_t errlen)
@@ -287,5 +318,9 @@ void jobfs_stage_out_skipped(const struct jobfs_context *ctx, const char *why)
 	if (!ctx->request.stage_out || !ctx->job.mount[0])
 		return;
 	snprintf(text, sizeof(text), "stage-out skipped on node %s: %s", ctx->job.node, why);
-	mark(&ctx->job, "out", text);
+	if (mark(&ctx->job, "out", text) != 0)
+		return;
+	wait_all(ctx, "out", text, sizeof(text)); /* its outcome is known: a failure */
+	if (ctx->job.node_count > 1)
+		sleep(STAGE_OUT_GRACE_S);
 }
