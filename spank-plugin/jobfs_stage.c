@@ -223,10 +223,14 @@ static int mark(const struct jobfs_job *job, const char *kind, const char *text)
 }
 
 /* Waits until every node has marked KIND: 0 if all are "ok"; -1 with the first failure.
- * It reads every mark even after a failure: a node that leaves now may hold the metadata of
- * a mark another node still has to read. */
+ * A stage-out reads every mark even after a failure: a node that leaves now may hold the
+ * metadata of a mark another node still has to read. A stage-in stops at the first failure:
+ * the job ends then, and the sooner its prologs are done the fewer of them read a mark while
+ * another node's epilog stops its daemon (such a read waits for that daemon). */
 static int wait_all(const struct jobfs_context *ctx, const char *kind, char *err, size_t errlen)
 {
+	bool every = strcmp(kind, "in") != 0;
+
 	const struct jobfs_job *job = &ctx->job;
 	double deadline = now_s() + ctx->config.stage_timeout_s;
 	char path[PATH_MAX + 64], text[JOBFS_MSG_MAX];
@@ -240,6 +244,8 @@ static int wait_all(const struct jobfs_context *ctx, const char *kind, char *err
 			if (strcmp(text, "ok") != 0 && rc == 0) {
 				snprintf(err, errlen, "%s", text);
 				rc = -1;
+				if (!every)
+					return rc;
 			}
 			next++;
 			continue;
@@ -276,7 +282,7 @@ static int stage(const struct jobfs_context *ctx, bool in, const char *list, cha
 	if (run_share(ctx, in, list, err, errlen) != 0) {
 		if (mark(&ctx->job, kind, err) != 0) /* the others then time out */
 			slurm_error("spank_jobfs: job %" PRIu32 ": cannot mark stage-%s: %s", ctx->job.id, kind, strerror(errno));
-		else
+		else if (!in)
 			wait_all(ctx, kind, others, sizeof(others));
 		goto out;
 	}

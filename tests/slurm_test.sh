@@ -299,6 +299,33 @@ EOS
   check "a stage-in with a wrong secret fails the job before its script runs" test ! -e "$OUT/stage-bad-ran.$bad"
   check "... and the job's output names the object and SignatureDoesNotMatch" has "$OUT/stage-bad-$bad.out" "jobfs: on node n1: stage-in s3://inbkt/data/ -> /in failed on node n[123]: .*s3://inbkt/data/.*SignatureDoesNotMatch"
   check "... and nothing is left on any node" clean "${bad:-0}"
+  # A job that fails still stages out; a stage-out that fails keeps every node's data and says where.
+  cat > "$OUT/stage-fail.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=1 --jobfs
+#SBATCH --jobfs-stage-out=/out:s3://outbkt/failed/
+#SBATCH --jobfs-stage-out=/out:s3://nobucket/x/
+srun bash -c 'mkdir -p $JOBFS_MOUNT/out && echo "partial $(hostname)" > $JOBFS_MOUNT/out/$(hostname).txt && echo "node $(hostname)"'
+exit 3
+EOS
+fjob2=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable --wait -o "$OUT/stage-fail-%j.out" "$OUT/stage-fail.sh")
+  wait_gone "${fjob2:-0}"
+  fnodes=$(sed -n 's/^node //p' "$OUT/stage-fail-$fjob2.out" | sort | tr '\n' ' ')
+  staged_out() { local h; for h in $fnodes; do grep -qx "partial $h" "$D/s3/outbkt/failed/$h.txt._S3rver_object" || return 1; done; [ -n "$fnodes" ]; }
+  check "a failed job (exit 3) is still staged out" staged_out
+  kept() { # a failed stage-out: both nodes keep the data, a note for the user and slurmd's log say where
+    local k
+    for k in ${fnodes//n/}; do
+      [ -d "$D/tmp/n$k/jobfs-data/job-$fjob2" ] || { echo "# n$k: data of job $fjob2 not kept"; return 1; }
+      has "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed" "stage-out failed, nothing was thrown away: .*nobucket.*NoSuchBucket" || return 1
+      has "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed" "data stays in /tmp/jobfs-data/job-$fjob2 on node n$k" || return 1
+      has "$D/log/slurmd-n$k.log" "job $fjob2: stage-out failed: .*the job's data stays in /tmp/jobfs-data/job-$fjob2 on node n$k" || return 1
+    done
+    [ -n "$fnodes" ] && [ "$(stat -c %U "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed")" = $UA ]
+  }
+  check "a stage-out to a missing bucket keeps the data on every node, and the note and slurmd's log say where" kept
+  rm -rf "$D"/tmp/n[123]/jobfs-data/job-"$fjob2"*
+  check "... nothing else of the job is left" clean "${fjob2:-0}"
   s3rver_stop
 else
   echo "not ok - s3rver starts on 10.78.0.1:$s3port"; fails=$((fails + 1))
