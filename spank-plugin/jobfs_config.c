@@ -48,6 +48,7 @@ static const struct item items[] = {
 	ITEM("keep_data", ITEM_BOOL, keep_data, "no"),
 	ITEM("ports", ITEM_PORTS, port_min, "7200-7999"),
 	ITEM("startup_timeout", ITEM_U32, startup_timeout_s, "30"),
+	ITEM("stage_timeout", ITEM_U32, stage_timeout_s, "86400"),
 };
 
 /* "4M", "64k", "1G", "65536" (binary units), as jobfsd reads them. */

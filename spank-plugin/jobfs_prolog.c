@@ -328,8 +328,9 @@ out:
 	return rc;
 }
 
-/* Undoes what the prolog did on this node; used by the epilog and by a failed prolog. */
-static void teardown(const struct jobfs_job *job, const struct jobfs_config *c)
+/* Undoes what the prolog did on this node; used by the epilog and by a failed prolog. The
+ * data stays when the admin keeps it or when keep (a failed stage-out) says so. */
+static void teardown(const struct jobfs_job *job, const struct jobfs_config *c, bool keep)
 {
 	pid_t pid;
 
@@ -351,7 +352,7 @@ static void teardown(const struct jobfs_job *job, const struct jobfs_config *c)
 		pid = jobfs_find_process(c->jobfsd, job->data_dir);
 	if (pid > 0 && jobfs_stop_pid(pid, 10) != 0)
 		slurm_error("spank_jobfs: job %" PRIu32 ": jobfsd (pid %d) needed SIGKILL", job->id, (int)pid);
-	if (job->data_dir[0] && !c->keep_data && jobfs_remove_tree(job->data_dir) != 0)
+	if (job->data_dir[0] && !c->keep_data && !keep && jobfs_remove_tree(job->data_dir) != 0)
 		slurm_error("spank_jobfs: job %" PRIu32 ": cannot remove %s: %s", job->id, job->data_dir, strerror(errno));
 }
 
@@ -389,15 +390,18 @@ int jobfs_prolog(spank_t sp)
 		snprintf(err, sizeof(err), "cannot write %s/info: %s", job->job_dir, strerror(errno));
 		goto fail;
 	}
+	/* A failed stage-in leaves the file system up: the other nodes read this node's mark
+	 * through it, and the epilog takes it down as usual. */
 	if (jobfs_stage_in(ctx, err, sizeof(err)) != 0)
-		goto fail;
+		goto fail_staged;
 	slurm_info("spank_jobfs: job %" PRIu32 ": jobfs of %" PRIu32 " nodes mounted on %s (port %u) in %.2f s",
 		   job->id, job->node_count, job->mount, (unsigned)job->port, now_s() - t0);
 	goto out;
 fail:
-	teardown(job, &ctx->config);
+	teardown(job, &ctx->config, false);
 	jobfs_state_write(job, &ctx->request);
 	/* fall through */
+fail_staged:
 fail_early:
 	snprintf(msg, sizeof(msg), "jobfs: on node %s: %s", job->node[0] ? job->node : "?", err);
 	slurm_error("spank_jobfs: job %" PRIu32 ": %s", job->id, msg);
@@ -405,6 +409,23 @@ fail_early:
 		rc = -1; /* nowhere to tell the steps: fail the prolog itself */
 out:
 	return rc;
+}
+
+/* A failed stage-out: the data stays on every node (it is spread over all of them) and the
+ * user is told where, in slurmd's log and in a note next to the data that they own. The job
+ * has ended; its output file is not the epilog's to write (docs/slurm.md). */
+static void stage_out_failed(const struct jobfs_job *job, const struct jobfs_config *c, const char *why)
+{
+	char note[PATH_MAX + 32], text[JOBFS_MSG_MAX * 2];
+
+	snprintf(note, sizeof(note), "%s.stage-out-failed", job->data_dir);
+	snprintf(text, sizeof(text), "jobfs: job %" PRIu32 ": stage-out failed, nothing was thrown away: %s\n"
+		 "jobfs: the job's data stays in %s on node %s (and the job's other nodes)%s\n", job->id, why,
+		 job->data_dir, job->node, c->keep_data ? "" : " until an administrator removes it");
+	slurm_error("spank_jobfs: job %" PRIu32 ": stage-out failed: %s; the job's data stays in %s on node %s",
+		    job->id, why, job->data_dir, job->node);
+	if (jobfs_write_file(note, text, 0600, job->uid, job->gid) != 0)
+		slurm_error("spank_jobfs: job %" PRIu32 ": cannot write %s: %s", job->id, note, strerror(errno));
 }
 
 int jobfs_epilog(spank_t sp)
@@ -422,10 +443,15 @@ int jobfs_epilog(spank_t sp)
 		return 0; /* no jobfs in this job: nothing to do, nothing paid */
 	memset(job, 0, sizeof(*job));
 	if (jobfs_state_read(job_dir, job, &ctx->request) == 0) {
-		if (jobfs_state_get_error(job_dir, err, sizeof(err)) != 0 &&
-		    jobfs_stage_out(ctx, err, sizeof(err)) != 0)
-			slurm_error("spank_jobfs: job %" PRIu32 ": on node %s: %s", id, job->node, err);
-		teardown(job, &ctx->config);
+		bool keep = false;
+
+		if (jobfs_state_get_error(job_dir, err, sizeof(err)) == 0)
+			jobfs_stage_out_skipped(ctx, err);
+		else if (jobfs_stage_out(ctx, err, sizeof(err)) != 0) {
+			keep = true;
+			stage_out_failed(job, &ctx->config, err);
+		}
+		teardown(job, &ctx->config, keep);
 	}
 	if (jobfs_remove_tree(job_dir) != 0)
 		slurm_error("spank_jobfs: job %" PRIu32 ": cannot remove %s: %s", id, job_dir, strerror(errno));

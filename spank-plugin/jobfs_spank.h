@@ -36,6 +36,7 @@ struct jobfs_config {
 	bool keep_data;
 	uint16_t port_min, port_max; /* a job's daemons listen on port_min + ID % range */
 	unsigned startup_timeout_s;  /* how long the group may take to come up */
+	unsigned stage_timeout_s;    /* how long one node's stage-in or stage-out may take */
 };
 
 /* What the user asked for (--jobfs[=k=v,...], --jobfs-mount, --jobfs-stage-in/out). */
@@ -133,8 +134,10 @@ int jobfs_secret_derive(const char *key_file, uint32_t job_id, uid_t uid, char *
 int jobfs_hostlist_expand(const char *list, char ***hosts, size_t *count);
 void jobfs_hostlist_free(char **hosts, size_t count);
 
-/* jobfs_stage.c: the hooks of issue #7 (data staged from and to object stores) */
+/* jobfs_stage.c: data staged from and to object stores (--jobfs-stage-in/out) */
+int jobfs_stage_pass_credentials(spank_t sp);
 int jobfs_stage_in(const struct jobfs_context *ctx, char *err, size_t errlen);
 int jobfs_stage_out(const struct jobfs_context *ctx, char *err, size_t errlen);
+void jobfs_stage_out_skipped(const struct jobfs_context *ctx, const char *why);
 
 #endif /* JOBFS_SPANK_H */

@@ -1,6 +1,7 @@
 /* jobfs_srun.c: srun (local context), sbatch and salloc (allocator context). The options were
  * checked by their callbacks already; what is left is to hand the stage lists to the prolog
- * and epilog, which see a repeated option only once (its last value).
+ * and epilog, which see a repeated option only once (its last value), and the submitter's
+ * AWS_* credentials, which the prolog and epilog do not see otherwise (jobfs_stage.c).
  */
 #include <stdio.h>
 
@@ -30,6 +31,8 @@ int jobfs_srun_init_post_opt(spank_t sp)
 			goto out;
 		}
 	}
+	if ((req->stage_in || req->stage_out) && jobfs_stage_pass_credentials(sp) != 0)
+		rc = -1;
 out:
 	return rc;
 }

@@ -4,7 +4,8 @@
 # jobs submitted as two unprivileged test users. Asserts bytes read back on other nodes, the
 # mount's owner and mode, refusals (another user's mount, descriptor and daemons), the failure
 # message of a daemon that cannot start, and that every job leaves no daemon, no mount and no
-# data on any node: after srun, sbatch, salloc, scancel and a time limit.
+# data on any node: after srun, sbatch, salloc, scancel and a time limit; and data staged in
+# from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed stage-in included.
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -36,6 +37,7 @@ check() { # NAME CMD...: runs CMD (a program or a function of this file), counts
 cleanup() {
   cluster stop >/dev/null 2>&1
   [ -n "${blocker:-}" ] && kill "$blocker" 2>/dev/null
+  [ -n "${S3RVER_PID:-}" ] && s3rver_stop
   rm -rf "$D"
 }
 trap cleanup EXIT
@@ -249,6 +251,90 @@ EOS
   check "... and nothing is left on any node" clean "${mjob:-0}"
 else
   echo "ok - # SKIP srun --mpi=pmix --jobfs through ad_jobfs: the ROMIO driver is not built in this tree (configure without --disable-romio-driver)"
+fi
+
+# --- staging: --jobfs-stage-in / --jobfs-stage-out against s3rver (SigV4) on the bridge ------
+# The server listens on the bridge's address, which every node's namespace reaches.
+. "$srcdir/tests/helpers/s3rver.sh"
+s3port=$((43000 + $$ % 2000))
+EP=http://10.78.0.1:$s3port
+if s3rver_start "$D/s3" "$s3port" 10.78.0.1; then
+  echo "ok - s3rver starts on 10.78.0.1:$s3port (the nodes' bridge)"
+  s3curl() { curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$@"; }
+  s3curl -X PUT "$EP/inbkt" && s3curl -X PUT "$EP/outbkt" || echo "# buckets not created"
+  # 40 objects under nested prefixes (one of 6 MiB), put there by jobfs stage-out from a local tree.
+  python3 - "$OUT/stage-src" <<'PY'
+import os, sys, random
+rnd = random.Random(11)
+for i in range(40):
+    d = os.path.join(sys.argv[1], "set%d" % (i % 4), "sub" if i % 3 else "")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "obj %02d.bin" % i), "wb") as f:
+        f.write(rnd.randbytes(6 << 20 if i == 7 else rnd.randint(1, 200000)))
+PY
+  chmod -R a+rX "$OUT/stage-src"
+  AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP "$JOBFS" stage-out --progress none "$OUT/stage-src" s3://inbkt/data/ > "$OUT/stage-put" 2>&1 \
+    || { echo "# objects not put:"; sed 's/^/#   /' "$OUT/stage-put"; }
+  cat > "$OUT/stage.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --jobfs
+#SBATCH --jobfs-stage-in=s3://inbkt/data/:/in
+#SBATCH --jobfs-stage-out=/out:s3://outbkt/run1/
+cd stage-src && find . -type f | { n=0; while IFS= read -r f; do cmp -s "$f" "$JOBFS_MOUNT/in/$f" && n=$((n + 1)) || echo "differs: $f"; done; echo "stage-in: $n objects byte-exact in $JOBFS_MOUNT/in"; }
+srun bash -c 'mkdir -p $JOBFS_MOUNT/out/$(hostname) && head -c $((3000000 + SLURM_NODEID * 77777)) /dev/urandom > $JOBFS_MOUNT/out/$(hostname)/result.bin'
+mkdir -p "$SLURM_SUBMIT_DIR/stage-res-$SLURM_JOB_ID" && cp -r "$JOBFS_MOUNT/out/." "$SLURM_SUBMIT_DIR/stage-res-$SLURM_JOB_ID/"
+EOS
+  sjob=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable --wait -o "$OUT/stage-%j.out" "$OUT/stage.sh")
+  check "sbatch -N3 --jobfs-stage-in: all 40 objects byte-exact in jobfs before the script ran" has "$OUT/stage-$sjob.out" "stage-in: 40 objects byte-exact"
+  check "... and none differs" bash -c "! grep -q differs $OUT/stage-$sjob.out"
+  check "... nothing left on any node after the stage-out" clean "${sjob:-0}"
+  stage_out_same() { # every node's result is on the server, byte-identical (s3rver's own store)
+    local h
+    for h in n1 n2 n3; do
+      cmp "$OUT/stage-res-$sjob/$h/result.bin" "$D/s3/outbkt/run1/$h/result.bin._S3rver_object" || return 1
+    done
+  }
+  check "--jobfs-stage-out: the 3 nodes' results are byte-identical on the server after the job" stage_out_same
+  cat > "$OUT/stage-bad.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --jobfs
+#SBATCH --jobfs-stage-in=s3://inbkt/data/:/in
+touch "$SLURM_SUBMIT_DIR/stage-bad-ran.$SLURM_JOB_ID"
+EOS
+  bad=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=wrong AWS_ENDPOINT_URL=$EP sbatch --parsable --wait -o "$OUT/stage-bad-%j.out" "$OUT/stage-bad.sh")
+  check "a stage-in with a wrong secret fails the job before its script runs" test ! -e "$OUT/stage-bad-ran.$bad"
+  check "... and the job's output names the object and SignatureDoesNotMatch" has "$OUT/stage-bad-$bad.out" "jobfs: on node n1: stage-in s3://inbkt/data/ -> /in failed on node n[123]: .*s3://inbkt/data/.*SignatureDoesNotMatch"
+  check "... and nothing is left on any node" clean "${bad:-0}"
+  # A job that fails still stages out; a stage-out that fails keeps every node's data and says where.
+  cat > "$OUT/stage-fail.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=1 --jobfs
+#SBATCH --jobfs-stage-out=/out:s3://outbkt/failed/
+#SBATCH --jobfs-stage-out=/out:s3://nobucket/x/
+srun bash -c 'mkdir -p $JOBFS_MOUNT/out && echo "partial $(hostname)" > $JOBFS_MOUNT/out/$(hostname).txt && echo "node $(hostname)"'
+exit 3
+EOS
+fjob2=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable --wait -o "$OUT/stage-fail-%j.out" "$OUT/stage-fail.sh")
+  wait_gone "${fjob2:-0}"
+  fnodes=$(sed -n 's/^node //p' "$OUT/stage-fail-$fjob2.out" | sort | tr '\n' ' ')
+  staged_out() { local h; for h in $fnodes; do grep -qx "partial $h" "$D/s3/outbkt/failed/$h.txt._S3rver_object" || return 1; done; [ -n "$fnodes" ]; }
+  check "a failed job (exit 3) is still staged out" staged_out
+  kept() { # a failed stage-out: both nodes keep the data, a note for the user and slurmd's log say where
+    local k
+    for k in ${fnodes//n/}; do
+      [ -d "$D/tmp/n$k/jobfs-data/job-$fjob2" ] || { echo "# n$k: data of job $fjob2 not kept"; return 1; }
+      has "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed" "stage-out failed, nothing was thrown away: .*nobucket.*NoSuchBucket" || return 1
+      has "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed" "data stays in /tmp/jobfs-data/job-$fjob2 on node n$k" || return 1
+      has "$D/log/slurmd-n$k.log" "job $fjob2: stage-out failed: .*the job's data stays in /tmp/jobfs-data/job-$fjob2 on node n$k" || return 1
+    done
+    [ -n "$fnodes" ] && [ "$(stat -c %U "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed")" = $UA ]
+  }
+  check "a stage-out to a missing bucket keeps the data on every node, and the note and slurmd's log say where" kept
+  rm -rf "$D"/tmp/n[123]/jobfs-data/job-"$fjob2"*
+  check "... nothing else of the job is left" clean "${fjob2:-0}"
+  s3rver_stop
+else
+  echo "not ok - s3rver starts on 10.78.0.1:$s3port"; fails=$((fails + 1))
 fi
 
 # --- the time limit ---------------------------------------------------------------------------

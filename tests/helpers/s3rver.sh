@@ -1,6 +1,7 @@
 # tests/helpers/s3rver.sh: sourced by tests/stage_test.sh and bench/stage. Starts and stops
 # @20minutes/s3rver 5.0.0 (installed by scripts/install-deps; it verifies SigV4) on 127.0.0.1.
-#   s3rver_start DATA_DIR PORT   starts it (pid in S3RVER_PID), waits until it answers
+#   s3rver_start DATA_DIR PORT [ADDR]  starts it on ADDR (default 127.0.0.1; pid in
+#                                      S3RVER_PID), waits until it answers
 #   s3rver_stop                  stops it
 # node needs --openssl-legacy-provider: the listing's continuation tokens use DES.
 S3RVER_DIR=${JOBFS_S3RVER_DIR:-/opt/jobfs-test/s3rver}
@@ -10,12 +11,13 @@ s3rver_start() {
     echo "s3rver is not installed in $S3RVER_DIR: run scripts/install-deps" >&2
     return 1
   fi
+  addr=${3:-127.0.0.1}
   mkdir -p "$1"
-  node --openssl-legacy-provider "$S3RVER_DIR/run.js" -d "$1" -a 127.0.0.1 -p "$2" --silent \
+  node --openssl-legacy-provider "$S3RVER_DIR/run.js" -d "$1" -a "$addr" -p "$2" --silent \
     > "$1.log" 2>&1 &
   S3RVER_PID=$!
   i=0
-  while ! curl -s -o /dev/null "http://127.0.0.1:$2/"; do
+  while ! curl -s -o /dev/null "http://$addr:$2/"; do
     i=$((i + 1))
     if [ $i -gt 100 ] || ! kill -0 "$S3RVER_PID" 2>/dev/null; then
       echo "s3rver did not start on port $2:" >&2
