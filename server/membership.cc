@@ -109,7 +109,7 @@ bool Membership::accept(const proto::ChainTable& t) {
             if (t.states[r] != table_.states[r])
                 JOBFS_INFO("chain table %llu (from daemon %u): daemon %u %s", static_cast<unsigned long long>(t.version),
                            t.manager, r, state_name(t.states[r]));
-        taken_offline = t.states[rank_] == proto::kDaemonOffline && table_.states[rank_] != proto::kDaemonOffline;
+        taken_offline = t.states[rank_] == proto::kDaemonOffline && table_.states[rank_] == proto::kDaemonServing;
         table_ = t;
     }
     if (taken_offline && on_taken_offline_) {
