@@ -5,7 +5,8 @@
 ROMIO_DRIVER_FILES = romio-adio/ad_jobfs.c romio-adio/ad_jobfs_shared.c romio-adio/ad_jobfs.h romio-adio/build-component.sh \
 	romio-adio/patches/romio-jobfs-core.patch romio-adio/patches/glue-jobfs-priority.patch
 EXTRA_DIST += $(ROMIO_DRIVER_FILES) tests/romio_test.sh tests/helpers/romio_mpi.c \
-	tests/romio_suite_test.sh tests/romio_hdf5_test.sh tests/helpers/romio_hdf5.c
+	tests/romio_suite_test.sh tests/romio_hdf5_test.sh tests/helpers/romio_hdf5.c \
+	tests/romio_faults_test.sh tests/helpers/romio_faults.c
 
 if JOBFS_ROMIO
 dist_man_MANS += man/ad_jobfs.7
@@ -24,20 +25,25 @@ install-exec-local: $(ROMIO_COMPONENT)
 uninstall-local:
 	rm -f "$(DESTDIR)$(ompicomponentdir)/mca_io_romio_jobfs.so"
 
-# The MPI cases of tests/romio_test.sh, built with mpicc.
-check_SCRIPTS = tests/helpers/romio_mpi
+# The MPI cases of tests/romio_test.sh and the checkpoint of tests/romio_faults_test.sh,
+# built with mpicc.
+check_SCRIPTS = tests/helpers/romio_mpi tests/helpers/romio_faults
 tests/helpers/romio_mpi: $(srcdir)/tests/helpers/romio_mpi.c
 	@$(MKDIR_P) tests/helpers
 	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_mpi.c
+tests/helpers/romio_faults: $(srcdir)/tests/helpers/romio_faults.c
+	@$(MKDIR_P) tests/helpers
+	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_faults.c
 # Not in the ASan+UBSan tree: an instrumented libjobfs cannot be loaded into mpirun's
 # uninstrumented processes (the sanitizer runtime must come first).
 # romio_suite_test.sh: ROMIO's own test programs (from the same source package) on jobfs: and,
-# as the control, on ufs:; romio_hdf5_test.sh: parallel HDF5 through the driver.
+# as the control, on ufs:; romio_hdf5_test.sh: parallel HDF5 through the driver;
+# romio_faults_test.sh: a daemon killed during a collective checkpoint (replicas 2), resync.
 if !JOBFS_SANITIZE
-TESTS += tests/romio_test.sh tests/romio_suite_test.sh tests/romio_hdf5_test.sh
+TESTS += tests/romio_test.sh tests/romio_suite_test.sh tests/romio_hdf5_test.sh tests/romio_faults_test.sh
 endif
 endif
-CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi
+CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi tests/helpers/romio_faults
 distclean-local:
 	rm -rf romio-adio/build
 # make distcheck installs the component under its own prefix, not into Open MPI's directory

@@ -238,6 +238,8 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     p.meta_service->resume_intents();
     // A restarted daemon that the others took offline catches up before it serves reads.
     const bool rejoin = p.membership->adopt_from_peers();
+    Resync* resync = p.resync.get();
+    p.membership->on_taken_offline([resync] { resync->rejoin(); });
     p.membership->start();
     if (rejoin) p.resync->rejoin();
     return d;

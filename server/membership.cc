@@ -101,13 +101,22 @@ proto::ChainTable Membership::table() const {
 
 bool Membership::accept(const proto::ChainTable& t) {
     if (t.states.size() != size_ || t.sync_done.size() != size_ || t.sync_total.size() != size_) return false;
-    std::lock_guard l(mu_);
-    if (!proto::newer_table(t, table_)) return false;
-    for (uint32_t r = 0; r < size_; ++r)
-        if (t.states[r] != table_.states[r])
-            JOBFS_INFO("chain table %llu (from daemon %u): daemon %u %s", static_cast<unsigned long long>(t.version),
-                       t.manager, r, state_name(t.states[r]));
-    table_ = t;
+    bool taken_offline;
+    {
+        std::lock_guard l(mu_);
+        if (!proto::newer_table(t, table_)) return false;
+        for (uint32_t r = 0; r < size_; ++r)
+            if (t.states[r] != table_.states[r])
+                JOBFS_INFO("chain table %llu (from daemon %u): daemon %u %s", static_cast<unsigned long long>(t.version),
+                           t.manager, r, state_name(t.states[r]));
+        taken_offline = t.states[rank_] == proto::kDaemonOffline && table_.states[rank_] == proto::kDaemonServing;
+        table_ = t;
+    }
+    if (taken_offline && on_taken_offline_) {
+        JOBFS_WARN("chain table %llu has this daemon (%u) offline while it runs: resyncing",
+                   static_cast<unsigned long long>(t.version), rank_);
+        on_taken_offline_();
+    }
     return true;
 }
 

@@ -64,6 +64,10 @@ public:
 
     // Adopts `t` when it is newer than ours; true if it was.
     bool accept(const proto::ChainTable& t);
+    // Called (outside the lock) when a newer table takes this running daemon offline: it was
+    // cut off (a network partition) and the others went on without it, so it must resync
+    // before it serves again, as a restarted daemon does. Set before start().
+    void on_taken_offline(std::function<void()> fn) { on_taken_offline_ = std::move(fn); }
 
     // This daemon's resync progress, shown in the table (state syncing).
     void set_sync_progress(uint64_t done, uint64_t total);
@@ -84,6 +88,7 @@ private:
     PeerFn peer_;
     ReconnectFn reconnect_;
     Options options_;
+    std::function<void()> on_taken_offline_;
 
     mutable std::mutex mu_;
     proto::ChainTable table_;

@@ -8,6 +8,8 @@
 #   cluster.sh stop        cancel every job, stop the daemons, remove namespaces and the bridge
 #   cluster.sh env         the shell lines (SLURM_CONF=...) that point srun/sbatch at it
 #   cluster.sh node K CMD  run CMD inside node nK's namespaces (as its slurmd sees the world)
+#   cluster.sh veth K      the name of node nK's veth in this namespace (its end on the bridge:
+#                          `ip link set NAME down` cuts nK off, as a network partition)
 #
 # Everything lives under $JOBFS_SLURM_DIR (default /var/tmp/jobfs-slurm; not under /tmp,
 # which every node replaces by its own). Ports are not Slurm's defaults (6817/6818), so a
@@ -215,7 +217,8 @@ case "${1:-}" in
   start) start "${2:-3}" ;;
   stop) stop ;;
   env) echo "export SLURM_CONF=$DIR/etc/slurm.conf" ;;
+  veth) echo "jobfs-v$2" ;;
   node) shift; k=$1; shift; exec nsenter --net=/run/netns/jobfs-n$k --mount=/proc/$(cat "$DIR/run/slurmd-n$k.pid")/ns/mnt \
           --uts=/proc/$(cat "$DIR/run/slurmd-n$k.pid")/ns/uts "$@" ;;
-  *) echo "usage: cluster.sh start [N] | stop | env | node K CMD..." >&2; exit 2 ;;
+  *) echo "usage: cluster.sh start [N] | stop | env | node K CMD... | veth K" >&2; exit 2 ;;
 esac
