@@ -14,6 +14,7 @@ set -u
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 srcdir=$(abs "${srcdir:-.}")
 CLUSTER=$srcdir/tests/slurm/cluster.sh
+cluster() { "$CLUSTER" "$@" 9>&-; }
 PLUGIN=$(abs "${SPANK_PLUGIN:-./spank-plugin/.libs/spank_jobfs.so}")
 JOBFSD=$(abs "${JOBFSD:-./server/jobfsd}")
 JOBFS_FUSE=$(abs "${JOBFS_FUSE:-./client/jobfs-fuse}")
@@ -25,6 +26,10 @@ if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v slurmd >/dev/null 
   echo "ok - # SKIP the Slurm tests need root, /dev/fuse, slurmctld, slurmd and munged (scripts/install-deps)"
   exit 0
 fi
+# One test cluster at a time on this machine (see slurm_test.sh); its daemons do not inherit
+# the lock.
+exec 9> /run/lock/jobfs-slurm-test.lock
+flock -w 900 9 || { echo "not ok - another Slurm test held the test cluster for 15 minutes"; exit 1; }
 fails=0
 check() { # NAME CMD...: runs CMD (a program or a function of this file), counts a failure
   name=$1; shift
@@ -32,7 +37,7 @@ check() { # NAME CMD...: runs CMD (a program or a function of this file), counts
 }
 cleanup() {
   [ -n "${veth:-}" ] && ip link set "$veth" up 2>/dev/null
-  "$CLUSTER" stop >/dev/null 2>&1
+  cluster stop >/dev/null 2>&1
   rm -rf "$D"
 }
 trap cleanup EXIT
@@ -73,9 +78,9 @@ clean() { # JOBID: Slurm forgot the job; no mount, daemon, data or state of it o
 }
 has() { grep -q -- "$2" "$1" || { echo "# '$2' not in $1:"; sed 's/^/#   /' "$1"; return 1; }; }
 
-check "cluster of 3 nodes up" "$CLUSTER" start 3
+check "cluster of 3 nodes up" cluster start 3
 [ "$fails" -eq 0 ] || exit 1
-veth=$("$CLUSTER" veth 3)
+veth=$(cluster veth 3)
 check "cluster.sh veth 3 names n3's veth ($veth)" sh -c "ip link show '$veth' > /dev/null"
 
 # The job: n1 and n2 each write 4 MiB files through their mounts, one after another, until the
@@ -114,7 +119,7 @@ check "the job's writers started on n1 and n2" wait_for 60 sh -c "[ -e '$OUT/wri
 check "--jobfs=replicas=2 reached jobfsd: its command line on n3 has --replicas 2" \
   sh -c "pgrep -af 'jobfsd .*job-$job' | grep -q -- '--replicas 2'"
 # reach: n1 opens a TCP connection to n3's slurmd within a second.
-reach() { "$CLUSTER" node 1 timeout 1 bash -c "exec 3<>/dev/tcp/10.78.0.13/$((${JOBFS_SLURM_PORT:-6927} + 1))" 2>/dev/null; }
+reach() { cluster node 1 timeout 1 bash -c "exec 3<>/dev/tcp/10.78.0.13/$((${JOBFS_SLURM_PORT:-6927} + 1))" 2>/dev/null; }
 touch "$OUT/partitioned-$job"
 ip link set "$veth" down
 unreachable() { ! reach; }
@@ -135,5 +140,5 @@ check "after healing, n3's daemon resynced: jobfs status shows all serving" has 
 sed 's/^/# /' "$OUT/status.$job"
 check "n3's mount reads every acknowledged file byte-exact" has "$out" "^n3 read every acknowledged file byte-exact"
 check "nothing of the job is left on any node" clean "$job"
-check "cluster stops" "$CLUSTER" stop
+check "cluster stops" cluster stop
 exit $((fails > 0))
