@@ -37,6 +37,7 @@ check() { # NAME CMD...: runs CMD (a program or a function of this file), counts
 cleanup() {
   cluster stop >/dev/null 2>&1
   [ -n "${blocker:-}" ] && kill "$blocker" 2>/dev/null
+  pkill -f 'for p in range\(7200, 8000\)' 2>/dev/null
   [ -n "${S3RVER_PID:-}" ] && s3rver_stop
   rm -rf "$D"
 }
@@ -216,7 +217,11 @@ time.sleep(120)" > "$OUT/blocker" &
 blocker=$!
 for i in $(seq 100); do grep -q blocking "$OUT/blocker" && break; sleep 0.1; done
 as $UA salloc -N3 --jobfs bash -c 'echo "job $SLURM_JOB_ID"; srun -D / bash -c "echo task ran"; echo "srun rc=$?"' > "$OUT/fail" 2>&1
+# $blocker is the nsenter wrapper; the python inside n2 keeps every port until it is killed
+# itself (left alone, it made the next job's jobfsd on n2 unreachable for 120 s).
 kill "$blocker" 2>/dev/null; wait "$blocker" 2>/dev/null; blocker=
+pkill -f 'for p in range\(7200, 8000\)'
+for i in $(seq 100); do pgrep -f 'for p in range\(7200, 8000\)' >/dev/null || break; sleep 0.1; done
 fjob=$(sed -n 's/^job //p' "$OUT/fail")
 # (srun's exit status says nothing here: Slurm 22.05's srun exits 0 when no task could be launched.)
 check "a jobfsd that cannot start fails the job's step on every node: no task ran" \
