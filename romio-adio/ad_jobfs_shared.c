@@ -48,8 +48,17 @@ void ADIOI_JOBFS_Shared_create(ADIO_File fd, int opened_here)
     MPI_Comm_rank(fd->comm, &rank);
     w = ADIOI_Calloc(1, sizeof *w);
     w->fd = fd;
-    if (MPI_Win_allocate(rank == 0 ? 2 * sizeof(long long) : 0, sizeof(long long), MPI_INFO_NULL,
-                         fd->comm, &base, &w->win) != MPI_SUCCESS) {
+    /* Without a one-sided component for the job's network (Open MPI's ob1 over tcp between
+     * nodes has none here), the allocation fails: then there is no window, and the file has
+     * no shared pointer or atomic mode. That must not abort the job: errors return here. */
+    MPI_Errhandler old_handler;
+    MPI_Comm_get_errhandler(fd->comm, &old_handler);
+    MPI_Comm_set_errhandler(fd->comm, MPI_ERRORS_RETURN);
+    int rc = MPI_Win_allocate(rank == 0 ? 2 * sizeof(long long) : 0, sizeof(long long), MPI_INFO_NULL,
+                              fd->comm, &base, &w->win);
+    MPI_Comm_set_errhandler(fd->comm, old_handler);
+    MPI_Errhandler_free(&old_handler);
+    if (rc != MPI_SUCCESS) {
         ADIOI_Free(w);
         return;
     }
@@ -81,7 +90,8 @@ int ADIOI_JOBFS_Shared_available(ADIO_File fd) { return window_of(fd) != NULL; }
 static void no_window(ADIO_File fd, int *error_code, const char *myname, const char *what)
 {
     fprintf(stderr, "ad_jobfs: jobfs:%s: %s needs the file opened by all processes of its "
-            "communicator (not with romio_no_indep_rw)\n", fd->filename, what);
+            "communicator (not with romio_no_indep_rw) and MPI one-sided communication between "
+            "them\n", fd->filename, what);
     *error_code = MPIO_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, (char *)myname,
                                        __LINE__, MPI_ERR_UNSUPPORTED_OPERATION, "**io",
                                        "**io %s", what);

@@ -240,7 +240,7 @@ if [ -f "$COMPONENT" ] && command -v mpicc >/dev/null && [ -e ./client/.libs/lib
 #!/bin/bash
 #SBATCH -N3 --ntasks-per-node=1 --jobfs=chunk_size=256k
 echo "job \$SLURM_JOB_ID"
-export OMPI_MCA_mca_base_component_path=$sysdir:$D/inst/ompi LD_LIBRARY_PATH=$D/inst
+export OMPI_MCA_mca_base_component_path=$D/inst/ompi:$sysdir LD_LIBRARY_PATH=$D/inst
 export UCX_TLS=tcp OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1 JOBFS_ROMIO_TRACE=1
 srun --mpi=pmix ./slurm_ckpt jobfs:/ckpt 2> mpi-trace.\$SLURM_JOB_ID
 srun -N1 -n1 -w n3 python3 -c "
