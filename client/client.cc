@@ -78,11 +78,8 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
     transport::Worker* worker = c->worker_.get();
-    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout, [worker, cluster](uint32_t r) -> Result<transport::Endpoint> {
-        const std::string& d = cluster.daemons[r];
-        const size_t colon = d.rfind(':');
-        return worker->connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
-    });
+    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
+                                      [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); });
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;
 }

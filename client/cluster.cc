@@ -63,17 +63,23 @@ Status write_cluster(const std::string& path, const ClusterInfo& info) {
     return transport::write_cluster_descriptor(path, info.daemons, info.secret);
 }
 
+Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank) {
+    if (rank >= info.daemons.size()) return Status(Code::invalid, "no jobfs daemon " + std::to_string(rank));
+    const std::string& d = info.daemons[rank];
+    const size_t colon = d.rfind(':');
+    if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
+    return worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+}
+
 Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info) {
     if (info.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
     std::vector<transport::Endpoint> eps;
     Status first_unreachable;
     size_t reachable = 0;
-    for (const std::string& d : info.daemons) {
-        const size_t colon = d.rfind(':');
-        if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
-        auto ep = worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+    for (uint32_t r = 0; r < info.daemons.size(); ++r) {
+        auto ep = connect_daemon(worker, info, r);
         if (!ep.ok()) {
-            Status s = ep.status().with_context("jobfs daemon " + std::to_string(eps.size()) + " (" + d + ")");
+            Status s = ep.status().with_context("jobfs daemon " + std::to_string(r) + " (" + info.daemons[r] + ")");
             // A daemon that is down (chain replication keeps its data readable elsewhere)
             // gets an unconnected endpoint, whose calls fail at once; a wrong secret or a
             // stranger on the port ends the connect.

@@ -30,6 +30,8 @@ Result<ClusterInfo> read_cluster_from_env();
 // lives in ucx-transport/cluster_descriptor.h, which jobfsd shares).
 Status write_cluster(const std::string& path, const ClusterInfo& info);
 
+// Connects `worker` to daemon `rank` of the descriptor.
+Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank);
 // Connects `worker` to every daemon of the descriptor, in rank order (endpoint r is daemon r).
 Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info);
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -268,10 +269,12 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
         if (!failed) return Status::OK();
         if (std::chrono::steady_clock::now() >= deadline) return *failed;
         // A daemon whose connection broke may be back (restarted, serving again): connect
-        // afresh to those of the failed pieces' chains.
+        // afresh to the failed pieces' heads, each once (many pieces share a head).
+        std::set<uint32_t> broken;
         for (size_t i = 0; i < pieces.size(); ++i)
             if (!status[i].ok() && status[i].code() != Code::timeout && status[i].code() != Code::again)
-                heal(write_chain(ino, pieces[i].chunk_index, layout, t).head());
+                broken.insert(write_chain(ino, pieces[i].chunk_index, layout, t).head());
+        for (uint32_t rank : broken) heal(rank);
         // Wait for the daemons' manager to publish a table without the lost member.
         const uint64_t before = t.version;
         (void)refresh_table();
@@ -366,12 +369,13 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             });
         }
         JOBFS_RETURN_IF_ERROR(fan.wait());
+        std::set<uint32_t> broken; // reconnected once each after the round
         for (size_t i : asked) {
             Slot& sl = slots[i];
             const ChunkPiece& p = pieces[i];
             if (!sl.status.ok()) {
                 // A broken connection: the daemon may be back; the next read may use it again.
-                if (sl.status.code() == Code::peer_gone || sl.status.code() == Code::cancelled) heal(sl.rank);
+                if (sl.status.code() == Code::peer_gone || sl.status.code() == Code::cancelled) broken.insert(sl.rank);
                 continue;
             }
             const proto::ChunkReadResponse& r = sl.reply;
@@ -398,6 +402,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             }
             sl.done = true;
         }
+        for (uint32_t rank : broken) heal(rank);
         if (std::all_of(slots.begin(), slots.end(), [](const Slot& sl) { return sl.done; })) break;
     }
     // A short piece ran into a hole at the chunk's end or an absent chunk: the file size says

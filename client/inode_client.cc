@@ -43,7 +43,10 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     auto eps = connect_daemons(*c->worker_, cluster);
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
-    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout);
+    // Like libjobfs's Client: a daemon restarted after a failure is connected to afresh.
+    transport::Worker* worker = c->worker_.get();
+    c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
+                                      [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); });
     return c;
 }
 
