@@ -476,10 +476,9 @@ Result<size_t> Client::pread(File& f, uint64_t offset, std::span<uint8_t> out) {
     if (f.write_behind) f.write_behind->quiesce(); // this handle reads what it wrote
     if (offset + out.size() > f.size()) {
         // Past what this handle knows: others may have settled more (their close or fsync)
-        // or less (a truncate) since.
-        auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
-        if (a.ok()) f.size_at_open.store(a->size);
-        else if (a.status().code() != Code::not_found) return a.status().with_context("pread");
+        // or less (a truncate) since. An unlinked open file has no attributes left to ask.
+        auto a = fstat(f);
+        if (!a.ok() && a.status().code() != Code::not_found) return a.status();
     }
     return io_->pread(f.ino, f.layout, f.size(), offset, out);
 }
@@ -537,6 +536,7 @@ Status Client::close(File& f) {
 }
 
 Result<proto::Attr> Client::fstat(File& f) {
+    // Also how pread learns a length others settled: it keeps what it learns.
     auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
     if (!a.ok()) return a.status().with_context("fstat inode " + std::to_string(f.ino));
     f.size_at_open.store(a->size); // the settled size now: others' settled writes, a truncate
