@@ -171,8 +171,10 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
     auto* self = this;
     // A request built from an older chain table than ours must be re-planned by its sender.
     auto stale = [self](uint64_t sender_version) -> Status {
+        // Unreplicated requests (R=1) carry no table: no lock of the membership for them.
+        if (sender_version == 0) return Status::OK();
         const uint64_t mine = self->table_version_ ? self->table_version_() : 0;
-        if (sender_version != 0 && mine != 0 && sender_version < mine)
+        if (mine != 0 && sender_version < mine)
             return Status(Code::again, "chain table " + std::to_string(sender_version) + " is stale (daemon " +
                                            std::to_string(self->rank_) + " has " + std::to_string(mine) + ")");
         return Status::OK();
