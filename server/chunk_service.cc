@@ -122,10 +122,21 @@ Status ChunkService::repair_from(ChunkId id, uint32_t source_rank) {
         std::unique_lock g(guard(id));
         JOBFS_RETURN_IF_ERROR(install(id, *data));
     }
-    repairs_++;
     JOBFS_WARN("repaired chunk %llu.%llu (%zu bytes) from daemon %u", static_cast<unsigned long long>(id.ino),
                static_cast<unsigned long long>(id.index), data->size(), source_rank);
     return Status::OK();
+}
+
+Status ChunkService::repair_from_any(ChunkId id, const std::vector<uint32_t>& chain) {
+    Status s(Code::io, "no other copy to repair from");
+    for (uint32_t other : chain) {
+        if (other == rank_) continue;
+        s = repair_from(id, other);
+        if (s.ok()) return s;
+        JOBFS_WARN("repair of chunk %llu.%llu from daemon %u failed: %s", static_cast<unsigned long long>(id.ino),
+                   static_cast<unsigned long long>(id.index), other, s.message().c_str());
+    }
+    return s;
 }
 
 Result<uint64_t> ChunkService::resync_chunk(ChunkId id, uint32_t source) {
@@ -197,7 +208,6 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             boost::asio::post(self->pool_, [self, call, buf, r, pos] {
                 const ChunkId id{r->chunk.ino, r->chunk.index};
                 if (!r->crcs.empty() && transport::first_bad_block(r->offset, *buf, r->crcs) >= 0) {
-                    self->checksum_errors_++;
                     JOBFS_ERROR("chunk write of %llu.%llu arrived with bad checksums: refused",
                                 static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index));
                     return call.reply(Status(Code::io, "chunk write arrived corrupt at daemon " +
@@ -243,19 +253,8 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             auto buf = std::make_shared<std::vector<uint8_t>>(req.length);
             auto n = self->store_.read(id, req.offset, *buf);
             if (!n.ok() && n.status().code() == Code::io && req.chain.size() > 1) {
-                self->checksum_errors_++;
                 // Any other replica of the chain; the reader checks what it gets in the end.
-                for (uint32_t other : req.chain) {
-                    if (other == self->rank_) continue;
-                    Status s = self->repair_from(id, other);
-                    if (s.ok()) {
-                        n = self->store_.read(id, req.offset, *buf);
-                        break;
-                    }
-                    JOBFS_WARN("repair of chunk %llu.%llu from daemon %u failed: %s",
-                               static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index),
-                               other, s.message().c_str());
-                }
+                if (self->repair_from_any(id, req.chain).ok()) n = self->store_.read(id, req.offset, *buf);
             }
             if (!n.ok()) return call.reply(n.status());
             const auto data = std::span<const uint8_t>(buf->data(), *n);
@@ -291,22 +290,13 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             uint32_t source = req.repair_from;
             if (!data.ok()) {
                 if (data.status().code() != Code::io) return call.reply(data.status());
-                self->checksum_errors_++;
                 out.corrupt = true;
                 JOBFS_ERROR("scrub: chunk %llu.%llu is corrupt: %s", static_cast<unsigned long long>(id.ino),
                             static_cast<unsigned long long>(id.index), data.status().message().c_str());
             }
             if (out.corrupt || source != proto::kNoRank) {
-                Status s = Status(Code::io, "no other copy to repair from");
-                if (source != proto::kNoRank && source != self->rank_) {
-                    s = self->repair_from(id, source);
-                } else {
-                    for (uint32_t other : req.chain) {
-                        if (other == self->rank_) continue;
-                        s = self->repair_from(id, other);
-                        if (s.ok()) break;
-                    }
-                }
+                Status s = source != proto::kNoRank && source != self->rank_ ? self->repair_from(id, source)
+                                                                             : self->repair_from_any(id, req.chain);
                 if (!s.ok()) return call.reply(s.with_context("scrub repair of chunk " + std::to_string(id.ino) + "." +
                                                               std::to_string(id.index)));
                 out.repaired = true;

@@ -43,12 +43,12 @@ public:
                  PeerFn peer = {}, TableVersionFn table_version = {});
 
     // Counters for status and tests.
-    uint64_t repairs() const { return repairs_.load(); }
-    uint64_t checksum_errors() const { return checksum_errors_.load(); }
 
     // Reads a whole chunk from another replica and stores it here in place of the local copy
     // (repair after a checksum error; resync). Blocking: call on the pool only.
     Status repair_from(ChunkId id, uint32_t source_rank);
+    // repair_from the first other member of `chain` that has a good copy.
+    Status repair_from_any(ChunkId id, const std::vector<uint32_t>& chain);
 
     // Replaces the local copy of a chunk with `source`'s, safely while writes go on (resync):
     // waits until the source has stored every write of the chunk this daemon has seen, copies,
@@ -92,8 +92,6 @@ private:
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
-    std::atomic<uint64_t> repairs_{0};
-    std::atomic<uint64_t> checksum_errors_{0};
 };
 
 } // namespace jobfs::server

@@ -60,7 +60,6 @@ public:
 
     uint64_t table_version() const;
     proto::ChainTable table() const;
-    uint32_t rank() const { return rank_; }
 
     // Adopts `t` when it is newer than ours; true if it was.
     bool accept(const proto::ChainTable& t);

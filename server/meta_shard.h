@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "placement.h"
 #include "result.h"
 #include "status.h"
 
@@ -63,7 +64,7 @@ constexpr uint32_t kDefaultChunkSize = 4u << 20;
 constexpr uint32_t kMinChunkSize = 4096;
 constexpr uint32_t kMaxChunkSize = 1u << 30;
 // Copies of each chunk (chain replication, docs/replication.md). 0 = inherit / default.
-constexpr uint32_t kMaxReplicas = 3;
+constexpr uint32_t kMaxReplicas = placement::kMaxReplicas;
 
 // rename flags (values of <linux/fs.h>) and setxattr flags (values of <sys/xattr.h>).
 constexpr uint32_t kRenameNoReplace = 1;

@@ -58,7 +58,7 @@ struct Chain {
 };
 
 // The chain of chunk `chunk_index` of file `ino` (n > 0 daemons), ignoring failures (the chain
-// table, client/chain_table.h, drops the daemons that are not serving).
+// table, proto::ChainTable, says which daemons serve; FileIO::write_chain/read_chain drop the rest).
 inline Chain chunk_chain(uint64_t ino, uint64_t chunk_index, const Layout& layout, uint32_t n) {
     Chain c;
     c.ranks[0] = chunk_daemon(ino, chunk_index, layout, n);
