@@ -141,6 +141,9 @@ check "no manifest on the server" test ! -e "$tmp/s3/bkt/kill/.jobfs-stage-manif
 check "the data is still in jobfs" sh -c "'$J' cp 'jobfs:/in/big/model weights.bin' '$tmp/mw2' && cmp '$tmp/mw2' '$src/big/model weights.bin'"
 s3rver_start "$tmp/s3" "$port" || echo "not ok - s3rver restarts"
 grep -q ' [1-9][0-9]* failed)' "$tmp/k.out" || { echo "# the stage-out's output:"; sed 's/^/# /' "$tmp/k.out"; head -n 5 "$tmp/k.err" | sed 's/^/# /'; }
+# As a kill mid-write can leave it (s3rver rewrites metadata in place): one object's metadata
+# empty, which fails the server's whole listing; the resume must still skip the intact ones.
+: > "$(find "$tmp/s3/bkt/kill" -name '*._S3rver_metadata.json' | head -1)"
 check "after a restart, the rerun completes" sh -c "'$J' stage-out jobfs:/in s3://bkt/kill/ --part-size 8M --progress none > '$tmp/k2.out' 2>&1"
 check "the rerun skipped what was already there" sh -c "grep -q '1003 objects (.* copied, [1-9][0-9]* skipped as complete, 0 failed)' '$tmp/k2.out'"
 check "after the resume every object is byte-identical on the server" server_same "$src" kill

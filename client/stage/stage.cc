@@ -439,14 +439,23 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     for (auto& it : items)
         if (stage_rank_of(it.key, o.ranks) == o.rank) mine.push_back(&it);
     std::map<std::string, ObjectInfo> remote_now;
+    bool listed = true; // false: the listing failed, so every object is asked for by HEAD
     if (!o.in && o.resume) {
         auto l = r.s3.list(r.bucket, tree ? manifest_at : mine.empty() ? "" : mine[0]->key);
-        if (l.ok()) for (auto& x : *l) remote_now[x.key] = x;
-        else if (const std::string& m = l.status().message(); l.status().code() == Code::refused ||
-                 l.status().code() == Code::peer_gone || l.status().code() == Code::timeout ||
-                 m.find("NoSuchBucket") != std::string::npos ||
-                 m.find("SignatureDoesNotMatch") != std::string::npos || m.find("InvalidAccessKeyId") != std::string::npos)
+        if (l.ok()) {
+            for (auto& x : *l) remote_now[x.key] = x;
+        } else if (const std::string& m = l.status().message(); l.status().code() == Code::refused ||
+                   l.status().code() == Code::peer_gone || l.status().code() == Code::timeout ||
+                   m.find("NoSuchBucket") != std::string::npos ||
+                   m.find("SignatureDoesNotMatch") != std::string::npos || m.find("InvalidAccessKeyId") != std::string::npos) {
             return Status(l.status().code(), std::string(verb) + " to " + dst->text + " failed: " + l.status().message());
+        } else {
+            // Never "nothing is there": a server that lost one object's metadata (killed
+            // mid-write) fails the whole listing, yet answers HEAD for every intact object.
+            std::fprintf(stderr, "jobfs: %s: listing %s for the resume failed (%s); asking object by object\n", verb,
+                         dst->text.c_str(), l.status().message().c_str());
+            listed = false;
+        }
     }
     std::set<std::string> dirs;
     for (Item* it : mine) {
@@ -457,7 +466,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
             if (f.ok() && !f->is_dir && f->size == it->size && r.fs->recorded_etag(it->path) == it->etag) it->skipped = true;
         } else if (o.resume) {
             auto x = remote_now.find(it->key);
-            if (x != remote_now.end() && x->second.size == it->size) {
+            if (!listed || (x != remote_now.end() && x->second.size == it->size)) {
                 auto h = r.s3.head(r.bucket, it->key);
                 if (h.ok() && h->meta["jobfs-mtime-ns"] == std::to_string(it->mtime_ns) &&
                     h->meta["jobfs-size"] == std::to_string(it->size)) {
