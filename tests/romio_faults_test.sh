@@ -47,7 +47,8 @@ verify() { # NAME
     > "$tmp/$1.out" 2> "$tmp/$1.err"
   rc=$?
   sed "s/verify: every acknowledged block reads back exactly/$1/" "$tmp/$1.out"
-  [ "$rc" -eq 0 ] || { echo "# mpirun verify exited $rc"; sed 's/^/# /' "$tmp/$1.err" | tail -n 20; }
+  # A verify that ends without its own verdict line (mpirun timed out, MPI_Abort) still fails.
+  [ "$rc" -eq 0 ] || { echo "not ok - $1 (mpirun verify exited $rc)"; fails=$((fails + 1)); sed 's/^/# /' "$tmp/$1.err" | tail -n 20; }
   return "$rc"
 }
 

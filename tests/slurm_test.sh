@@ -37,7 +37,6 @@ check() { # NAME CMD...: runs CMD (a program or a function of this file), counts
 cleanup() {
   cluster stop >/dev/null 2>&1
   [ -n "${blocker:-}" ] && kill "$blocker" 2>/dev/null
-  pkill -f 'for p in range\(7200, 8000\)' 2>/dev/null
   [ -n "${S3RVER_PID:-}" ] && s3rver_stop
   rm -rf "$D"
 }
@@ -205,7 +204,9 @@ check "scancel: nothing left on any node" clean "$hold"
 
 # --- a daemon that cannot start fails the job, and says on which node and why -----------------
 # Every port spank_jobfs may give a job is taken on n2 (those still in TIME_WAIT cannot be).
-cluster node 2 python3 -c "import socket, time
+# Started straight (not through the cluster function), so that $! is python itself: cluster.sh
+# node execs nsenter, which execs the command.
+"$CLUSTER" node 2 python3 -c "import socket, time
 socks = []
 for p in range(7200, 8000):
     try:
@@ -213,15 +214,12 @@ for p in range(7200, 8000):
     except OSError:
         pass
 print('blocking', flush=True)
-time.sleep(120)" > "$OUT/blocker" &
+time.sleep(120)" > "$OUT/blocker" 9>&- &
 blocker=$!
 for i in $(seq 100); do grep -q blocking "$OUT/blocker" && break; sleep 0.1; done
 as $UA salloc -N3 --jobfs bash -c 'echo "job $SLURM_JOB_ID"; srun -D / bash -c "echo task ran"; echo "srun rc=$?"' > "$OUT/fail" 2>&1
-# $blocker is the nsenter wrapper; the python inside n2 keeps every port until it is killed
-# itself (left alone, it made the next job's jobfsd on n2 unreachable for 120 s).
+# (Left alive, it kept every port of n2 for 120 s and the next job's jobfsd there unreachable.)
 kill "$blocker" 2>/dev/null; wait "$blocker" 2>/dev/null; blocker=
-pkill -f 'for p in range\(7200, 8000\)'
-for i in $(seq 100); do pgrep -f 'for p in range\(7200, 8000\)' >/dev/null || break; sleep 0.1; done
 fjob=$(sed -n 's/^job //p' "$OUT/fail")
 # (srun's exit status says nothing here: Slurm 22.05's srun exits 0 when no task could be launched.)
 check "a jobfsd that cannot start fails the job's step on every node: no task ran" \

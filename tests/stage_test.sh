@@ -100,7 +100,7 @@ for r in 0 1 2; do
 done
 check "three ranks succeed" test ! -e "$tmp/rankfail"
 check "three ranks copy 1003 objects between them" sh -c "[ \$(cat '$tmp/rank0' '$tmp/rank1' '$tmp/rank2' | sed -n 's/.*: \([0-9]*\) objects (\([0-9]*\) copied.*/\2/p' | paste -sd+ | bc) -eq 1003 ]"
-check "SLURM_NODEID/SLURM_NNODES give the same share as --rank/--ranks" sh -c "SLURM_NODEID=1 SLURM_NNODES=3 '$J' stage-in s3://bkt/data/ jobfs:/ranks/ --progress none | grep -q \"\$(sed -n 's/.*: \([0-9]*\) objects.*/\1 objects/p' '$tmp/rank1')\""
+check "SLURM_NODEID/SLURM_NNODES give the same share as --rank/--ranks" sh -c "n=\$(sed -n 's/.*: \([0-9]*\) objects.*/: \1 objects/p' '$tmp/rank1'); [ -n \"\$n\" ] && SLURM_NODEID=1 SLURM_NNODES=3 '$J' stage-in s3://bkt/data/ jobfs:/ranks/ --progress none | grep -q -- \"\$n\""
 
 # Errors: clear messages naming the S3 error, non-zero exit, nothing left behind as complete.
 check "wrong secret: exit 1 naming SignatureDoesNotMatch" sh -c "AWS_SECRET_ACCESS_KEY=wrong '$J' stage-in s3://bkt/data/ jobfs:/bad/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'stage-in from s3://bkt/data/ failed: 403 SignatureDoesNotMatch' '$tmp/e'"

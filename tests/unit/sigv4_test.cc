@@ -232,8 +232,10 @@ TEST(S3Config, EnvironmentProfilesAndEndpoint) {
     setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET", 1);
     c = s3_config_resolve({});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(c->creds.access_key, "ENVKEY");  // the environment's keys win over AWS_PROFILE
     c = s3_config_resolve({.profile = "default", .endpoint_url = "", .region = "", .addressing = "virtual"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(c->creds.access_key, "DEFKEY");  // an explicit --profile wins over the environment
     c = s3_config_resolve({.profile = "", .endpoint_url = "ftp://x", .region = "", .addressing = ""});
     EXPECT_FALSE(c.ok());
