@@ -67,7 +67,7 @@ nfiles=$(find "$src" -type f | wc -l)
 check "1,003 source files" test "$nfiles" -eq 1003
 
 # Local (parallel file system) → S3, checked on the server's own store.
-check "stage-out of a local tree" sh -c "'$J' stage-out '$src' s3://bkt/data/ --part-size 8M $S > '$tmp/out1' 2>'$tmp/err1'"
+check "stage-out of a local tree" sh -c "'$J' stage-out '$src' s3://bkt/data/ --part-size 8M --multipart-threshold 16M $S > '$tmp/out1' 2>'$tmp/err1'"
 grep -q "1003 objects (1003 copied" "$tmp/out1" || { echo "not ok - summary counts 1003 copied"; cat "$tmp/out1" "$tmp/err1"; fails=$((fails + 1)); }
 server_same() { # SRC_DIR PREFIX: every file of SRC_DIR byte-identical in s3rver's store
   (cd "$1" && find . -type f ! -name '.jobfs-stage-manifest*' | while IFS= read -r f; do
