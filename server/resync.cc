@@ -29,13 +29,17 @@ Resync::Resync(transport::Worker& worker, MetaShard& shard, Membership& membersh
 
 Resync::~Resync() { stop(); }
 
-void Resync::stop() { pool_.join(); }
+void Resync::stop() {
+    stopping_ = true;
+    pool_.join();
+}
 
 Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
     auto files = shard_.regular_files();
     if (!files.ok()) return files.status();
     const proto::ChainTable t = membership_.table();
     proto::ResyncResponse out;
+    uint64_t without_source = 0;
     auto target_ep = target == rank_ ? Result<transport::Endpoint>(transport::Endpoint()) : peer_(target);
     if (!target_ep.ok()) return target_ep.status();
     for (const Attr& a : *files) {
@@ -51,6 +55,7 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
             if (source == proto::kNoRank) {
                 JOBFS_WARN("resync of daemon %u: no serving copy of chunk %llu.%llu", target,
                            static_cast<unsigned long long>(a.ino), static_cast<unsigned long long>(i));
+                without_source++;
                 continue;
             }
             uint64_t bytes = 0;
@@ -67,23 +72,67 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
             out.bytes += bytes;
         }
     }
+    if (without_source)
+        return Status(Code::again, std::to_string(without_source) + " chunks of daemon " + std::to_string(target) +
+                                       " have no serving copy to copy from");
     return out;
 }
 
 void Resync::rejoin() {
+    {
+        std::lock_guard l(mu_);
+        again_ = true;
+        if (running_) return;
+        running_ = true;
+    }
     boost::asio::post(pool_, [this] {
-        const auto t0 = std::chrono::steady_clock::now();
-        membership_.set_sync_progress(0, size_);
-        membership_.set_own_state(proto::kDaemonSyncing);
-        // Writers learn of the new table from a refused request or a heartbeat; writes a head
-        // accepted under the old table finish within a call's time. Wait before walking so
-        // that every write from here on reaches this daemon.
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        proto::ResyncResponse total;
-        uint32_t done = 0;
+        for (;;) {
+            {
+                std::lock_guard l(mu_);
+                if (!again_ || stopping_) {
+                    running_ = false;
+                    return;
+                }
+                again_ = false;
+            }
+            if (!rejoin_once()) continue; // stopped (the loop ends) or taken offline again
+            std::lock_guard l(mu_);
+            if (!again_) {
+                running_ = false;
+                return;
+            }
+        }
+    });
+}
+
+bool Resync::rejoin_once() {
+    const auto t0 = std::chrono::steady_clock::now();
+    membership_.set_sync_progress(0, size_);
+    membership_.set_own_state(proto::kDaemonSyncing);
+    // Writers learn of the new table from a refused request or a heartbeat; writes a head
+    // accepted under the old table finish within a call's time. Wait before walking so
+    // that every write from here on reaches this daemon.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    proto::ResyncResponse total;
+    std::vector<bool> walked(size_, false);
+    uint32_t done = 0;
+    // A walk that failed (a source died, a chunk has no serving copy yet) is tried again each
+    // second: serving before every chunk is here would hand out holes for data. The shard of
+    // a daemon that is offline is skipped: its files are unreachable while it is gone.
+    for (uint32_t pass = 0; done < size_; ++pass) {
+        if (stopping_) return false;
+        {
+            std::lock_guard l(mu_);
+            if (again_) return false; // taken offline meanwhile: writes missed us; start over
+        }
+        if (pass > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+        const proto::ChainTable t = membership_.table();
         for (uint32_t r = 0; r < size_; ++r) {
+            if (walked[r]) continue;
             Result<proto::ResyncResponse> got = Status(Code::internal, "unset");
-            if (r == rank_) {
+            if (r != rank_ && t.states.size() == size_ && t.states[r] == proto::kDaemonOffline) {
+                got = Status(Code::peer_gone, "daemon " + std::to_string(r) + " is offline");
+            } else if (r == rank_) {
                 got = walk(rank_);
             } else {
                 auto ep = peer_(r);
@@ -98,16 +147,21 @@ void Resync::rejoin() {
             if (got.ok()) {
                 total.chunks += got->chunks;
                 total.bytes += got->bytes;
-            } else {
+            } else if (got.status().code() == Code::peer_gone && r != rank_ && t.states[r] == proto::kDaemonOffline) {
                 JOBFS_WARN("resync: the files of shard %u were not walked: %s", r, got.status().message().c_str());
+            } else {
+                if (pass == 0) JOBFS_WARN("resync: the files of shard %u: %s; trying again", r, got.status().message().c_str());
+                continue;
             }
+            walked[r] = true;
             membership_.set_sync_progress(++done, size_);
         }
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
-                   static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);
-        membership_.set_own_state(proto::kDaemonServing);
-    });
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
+               static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);
+    membership_.set_own_state(proto::kDaemonServing);
+    return true;
 }
 
 } // namespace jobfs::server

@@ -15,7 +15,9 @@
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 
 #include "server/chunk_service.h"
 #include "server/membership.h"
@@ -31,14 +33,20 @@ public:
            uint32_t size, PeerFn peer);
     ~Resync();
 
-    // Starts the rejoin in the background (see above).
+    // Starts the rejoin in the background (see above). Called again while one runs (the table
+    // took this daemon offline again: it missed writes meanwhile), that one starts over.
     void rejoin();
-    // Waits for walkers and rejoin (before the worker goes).
+    // Waits for walkers and rejoin (before the worker goes); a rejoin still waiting for a
+    // source ends without publishing serving.
     void stop();
 
 private:
-    // Copies to `target` the chunks of this shard's files that it holds a copy of.
+    // Copies to `target` the chunks of this shard's files that it holds a copy of. Fails if
+    // a chunk has no serving copy to copy from: the target must not serve it then.
     Result<proto::ResyncResponse> walk(uint32_t target);
+    // One rejoin: syncing, every shard walked (again until each succeeded, or its daemon is
+    // offline), serving. False if stopped first.
+    bool rejoin_once();
 
     MetaShard& shard_;
     Membership& membership_;
@@ -46,6 +54,10 @@ private:
     uint32_t rank_;
     uint32_t size_;
     PeerFn peer_;
+    std::mutex mu_;
+    bool running_ = false; // a rejoin task is posted or runs
+    bool again_ = false;   // rejoin() was called while it ran: start over
+    std::atomic<bool> stopping_{false};
     boost::asio::thread_pool pool_{2};
 };
 
