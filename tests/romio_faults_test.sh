@@ -6,7 +6,9 @@
 # ends in time, writes went on after the kill, every acknowledged block reads back exactly (a
 # second mpirun); daemon 2, started again by hand with its old command line on its old data
 # directory, resyncs (`jobfs status`: all serving) and then serves reads: daemon 1 is killed
-# and everything is read back, the chunks whose chain is {1, 2} now only from daemon 2.
+# and everything is read back, the chunks whose chain is {1, 2} now only from daemon 2. Then
+# daemon 1 is restarted and daemon 2 killed before daemon 1 copied those chunks: daemon 1 stays
+# syncing and their reads fail with MPI_ERR_IO (EIO), never return bytes it does not have.
 # Daemon 0 holds the root directory and the file (a file's inode is on its directory's shard),
 # so the killed daemons hold only chunks: metadata is not replicated (docs/replication.md).
 set -u
@@ -97,9 +99,25 @@ sed 's/^/# /' "$tmp/scrub"
 
 # Daemon 1 killed: the chunks whose copies were on 1 and 2 are now read from daemon 2 alone.
 pid1=$(sed -n 2p "$dir/pids")
+tr '\0' '\n' < "/proc/$pid1/cmdline" > "$tmp/cmdline1"
 kill -9 "$pid1"
 check "jobfs status shows daemon 1 offline" wait_for 15 status_is 1 offline
 verify "daemon 1 down, daemon 2 resynced: every acknowledged block reads back exactly"
+# Daemon 1 restarted, and daemon 2 (the only other copy of the chunks whose chain is {1, 2})
+# killed before daemon 1 copied them: daemon 1 must stay syncing, and those chunks' reads fail
+# with EIO, never return bytes daemon 1 does not have.
+setsid sh -c 'echo $$ > "$1"; shift; exec "$@"' sh "$tmp/pid1" $(cat "$tmp/cmdline1") \
+  > "$tmp/restart1.out" 2>> "$dir/jobfsd.1.log" < /dev/null &
+check "daemon 1 restarted (ready)" wait_for 30 grep -qs '^ready ' "$tmp/restart1.out"
+sed -i "2s/.*/$(cat "$tmp/pid1")/" "$dir/pids"
+kill -9 "$restarted"
+check "daemon 2 killed before daemon 1 resynced: jobfs status shows daemon 2 offline" wait_for 15 status_is 2 offline
+sleep 3
+check "daemon 1 stays syncing without a source for some of its chunks" status_is 1 "syncing"
+timeout -k 10 100 mpirun --allow-run-as-root --oversubscribe -np 4 "$MPIPROG" verify jobfs:/ckpt "$BLOCK" "$tmp" \
+  > "$tmp/lost.out" 2> "$tmp/lost.err"
+check "reads of the chunks without a serving copy fail with MPI_ERR_IO" grep -q 'read_at block .*MPI_ERR_IO' "$tmp/lost.err"
+check "... and no block read back wrong" sh -c "! grep -q differs '$tmp/lost.err'"
 check "no rank left" wait_for 10 sh -c "! pgrep -x romio_faults > /dev/null"
 echo "$fails failed"
 [ "$fails" -eq 0 ]
