@@ -56,9 +56,11 @@ export JOBFS_SLURM_PLUGSTACK="required $D/inst/spank_jobfs.so storage_dir=/tmp/j
 export SLURM_CONF=$D/etc/slurm.conf
 export UCX_TLS=tcp
 
-as() { # USER CMD...: CMD as USER, from the shared output directory
+as() { # USER CMD...: CMD as USER, from the shared output directory, for at most 300 s: a job
+  # that cannot be scheduled (a drained node) fails its checks instead of hanging the suite.
   local u=$1; shift
-  (cd "$OUT" && runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" UCX_TLS=tcp PATH=/usr/bin:/bin "$@")
+  (cd "$OUT" && timeout -k 10 300 runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" UCX_TLS=tcp PATH=/usr/bin:/bin "$@") ||
+    { local rc=$?; [ $rc -eq 124 ] && echo "# as $u $*: no end within 300 s; queue: $(squeue -h -o '%i %T %R' | tr '\n' ';') nodes: $(sinfo -h -N -o '%N %t %E' | tr '\n' ';')" >&2; return $rc; }
 }
 slurmd_pid() { cat "$D/run/slurmd-n$1.pid"; }
 wait_gone() { # JOBID: until Slurm has forgotten the job (its epilogs are done), at most 150 s
@@ -79,6 +81,15 @@ clean() { # JOBID
     if [ -e "$D/tmp/n$k/jobfs-data/job-$id" ]; then echo "# n$k: data of job $id left"; bad=1; fi
     if [ -e "$D/tmp/n$k/jobfs-state/$id" ]; then echo "# n$k: state of job $id left"; bad=1; fi
   done
+  # A node drained by a failed prolog/epilog (or a task Slurm could not kill) would leave every
+  # later job pending: say so, fail, and give the node back for the cases that follow.
+  local drained
+  drained=$(sinfo -h -N -t drain,drained,draining,down -o '%N %t %E' 2>/dev/null)
+  if [ -n "$drained" ]; then
+    echo "# after job $id, drained or down: $drained"
+    scontrol update nodename=n[1-3] state=resume >/dev/null 2>&1
+    bad=1
+  fi
   if pgrep -f "/tmp/jobfs-(data/job-|mnt/|state/)$id( |/|\$)" >/dev/null; then
     echo "# processes of job $id left:"; pgrep -af "/tmp/jobfs-(data/job-|mnt/|state/)$id( |/|\$)" | sed 's/^/# /'; bad=1
   fi
