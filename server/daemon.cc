@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -40,8 +41,11 @@ struct Daemon::Parts {
     std::unique_ptr<ChunkService> chunk_service;
     std::unique_ptr<MetaService> meta_service;
     std::unique_ptr<Resync> resync;
-    std::mutex peers_mu; // guards peers: filled at start while requests may already arrive
+    std::mutex peers_mu; // guards peers, started: filled at start while requests may already arrive
+    std::condition_variable peers_cv; // a peer connected, or the start ended
     std::vector<transport::Endpoint> peers; // by rank; our own slot stays empty
+    bool started = false;                    // the start-up connect loop ended
+    std::chrono::steady_clock::time_point start_deadline;
 };
 
 namespace {
@@ -139,10 +143,16 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     if (!worker.ok()) return worker.status();
     p.worker = std::move(*worker);
     Parts* parts = &p;
+    // A static group has no start-up barrier: a client that another daemon's "ready" let in
+    // may reach this one before it connected to every peer. A request forwarded to such a peer
+    // waits for that connection (until the start-up deadline) instead of failing; handlers,
+    // which must not block, do not wait.
     auto peer = [parts](uint32_t r) -> Result<transport::Endpoint> {
-        std::lock_guard lock(parts->peers_mu);
-        if (r >= parts->peers.size() || !parts->peers[r].valid())
-            return Status(Code::peer_gone, "no connection to daemon " + std::to_string(r));
+        std::unique_lock lock(parts->peers_mu);
+        auto valid = [parts, r] { return r < parts->peers.size() && parts->peers[r].valid(); };
+        if (!valid() && !parts->started && !parts->worker->in_callback())
+            parts->peers_cv.wait_until(lock, parts->start_deadline, [parts, &valid] { return valid() || parts->started; });
+        if (!valid()) return Status(Code::peer_gone, "no connection to daemon " + std::to_string(r));
         return parts->peers[r];
     };
     // Peers' addresses are known only after the PMIx exchange below: read them when needed.
@@ -169,6 +179,21 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     d->port_ = *port;
 
     const auto deadline = Clock::now() + config.startup_timeout;
+    {
+        std::lock_guard lock(p.peers_mu);
+        p.start_deadline = deadline;
+    }
+    // However the start ends, nobody waits for a peer any more.
+    struct StartEnd {
+        Parts& p;
+        ~StartEnd() {
+            {
+                std::lock_guard lock(p.peers_mu);
+                p.started = true;
+            }
+            p.peers_cv.notify_all();
+        }
+    } start_end{p};
     auto time_left = [&deadline] {
         return std::max(std::chrono::milliseconds(1),
                         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -198,8 +223,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
             auto [host, pport] = split_host_port(config.daemons[r]);
             auto ep = p.worker->connect(host, pport);
             if (ep.ok()) {
-                std::lock_guard lock(p.peers_mu);
-                p.peers[r] = *ep;
+                {
+                    std::lock_guard lock(p.peers_mu);
+                    p.peers[r] = *ep;
+                }
+                p.peers_cv.notify_all();
                 JOBFS_INFO("connected to daemon %u at %s", r, config.daemons[r].c_str());
             } else {
                 if (ep.status().code() == Code::permission || ep.status().code() == Code::protocol)

@@ -1417,6 +1417,8 @@ Result<uint16_t> Worker::listen(const std::string& host, uint16_t port) {
     return impl_->run_sync<uint16_t>([im = impl_.get(), host, port] { return im->do_listen(host, port); });
 }
 
+bool Worker::in_callback() const { return impl_->held_by_me(); }
+
 void Worker::stop_listening() {
     auto r = impl_->run_sync<bool>([im = impl_.get()]() -> Result<bool> {
         if (im->listener) ucp_listener_destroy(im->listener);

@@ -167,6 +167,9 @@ public:
     // Listens on host:port (port 0 picks a free one); returns the bound port.
     Result<uint16_t> listen(const std::string& host, uint16_t port);
     void stop_listening();
+    // True on a thread that runs this worker's handler or completion callback (it holds the
+    // worker's lock): such code must not wait for anything.
+    bool in_callback() const;
 
     // Connects and completes the jobfs hello (version and secret check) before returning.
     Result<Endpoint> connect(const std::string& host, uint16_t port);

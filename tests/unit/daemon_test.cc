@@ -243,6 +243,31 @@ TEST_F(DaemonTest, WaitsForLatePeersThenBecomesReady) {
     for (int r = 0; r < kDaemons; ++r) expect_ready(r);
 }
 
+// A static group has no start-up barrier: a client may reach a daemon that is still connecting
+// to its peers (another daemon said ready). Its requests that need such a peer wait for it.
+TEST_F(DaemonTest, RequestsReachingADaemonStillStartingWaitForItsPeers) {
+    start(0);
+    start(1);
+    auto c = client();
+    Result<transport::Endpoint> ep = Status(Code::refused, "not tried");
+    for (int i = 0; i < 100 && !ep.ok(); ++i, std::this_thread::sleep_for(100ms)) ep = c->connect("127.0.0.1", ports[0]);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    std::thread late([this] {
+        std::this_thread::sleep_for(1500ms);
+        start(2);
+    });
+    const proto::Cred root{0, 0, {}};
+    std::set<uint32_t> shards;
+    for (int i = 0; i < 12; ++i) {
+        auto d = rpc::call<proto::Mkdir>(*ep, proto::MkdirRequest{root, 1, "early" + std::to_string(i), 0755});
+        EXPECT_TRUE(d.ok()) << "early" << i << ": " << d.status().to_string();
+        if (d.ok()) shards.insert(proto::shard_of(d->ino));
+    }
+    late.join();
+    EXPECT_TRUE(shards.count(2)) << "no directory went to the late daemon: the case was not tried";
+    for (int r = 0; r < kDaemons; ++r) expect_ready(r);
+}
+
 TEST_F(DaemonTest, FailsToStartWhenPeersNeverCome) {
     start(0, 1000);
     EXPECT_FALSE(says_ready(0, 10s));
