@@ -187,6 +187,18 @@ Status MetaCoordinator::set_parent_at(uint64_t ino, uint64_t parent) {
     return r.ok() ? Status::OK() : r.status().with_context("daemon " + std::to_string(s));
 }
 
+Result<uint64_t> MetaCoordinator::begin_live(const std::function<Result<uint64_t>()>& begin) {
+    std::lock_guard l(live_mu_);
+    auto id = begin();
+    if (id.ok()) live_.insert(*id);
+    return id;
+}
+
+MetaCoordinator::LiveIntent::~LiveIntent() {
+    std::lock_guard l(co_.live_mu_);
+    co_.live_.erase(id_);
+}
+
 Status MetaCoordinator::left_pending(const Intent& in, const Status& why) {
     pending_ = true;
     JOBFS_WARN("intent %llu (%s in %llu) kept for a retry: %s", static_cast<unsigned long long>(in.id),
@@ -237,9 +249,10 @@ Result<Attr> MetaCoordinator::mkdir(const Cred& cred, uint64_t parent, const std
     in.name = name;
     in.type = FileType::directory;
     in.peer = target;
-    auto id = shard_.intent_begin(in);
+    auto id = begin_live([&] { return shard_.intent_begin(in); });
     if (!id.ok()) return id.status();
     in.id = *id;
+    const LiveIntent live(*this, in.id);
     auto made = create_inode_at(target, in.id, tmpl);
     if (!made.ok()) {
         Status undone = undo_mkdir(in);
@@ -293,9 +306,10 @@ Status MetaCoordinator::rmdir(const Cred& cred, uint64_t parent, const std::stri
     in.name = name;
     in.ino = d->ino;
     in.type = FileType::directory;
-    auto id = shard_.intent_begin_remove(in);
+    auto id = begin_live([&] { return shard_.intent_begin_remove(in); });
     if (!id.ok()) return id.status();
     in.id = *id;
+    const LiveIntent live(*this, in.id);
     return drive_rmdir(in);
 }
 
@@ -341,9 +355,10 @@ Result<UnlinkResult> MetaCoordinator::unlink(const Cred& cred, uint64_t parent, 
     in.name = name;
     in.ino = d->ino;
     in.type = d->type;
-    auto id = shard_.intent_begin_remove(in);
+    auto id = begin_live([&] { return shard_.intent_begin_remove(in); });
     if (!id.ok()) return id.status();
     in.id = *id;
+    const LiveIntent live(*this, in.id);
     return drive_unlink(in);
 }
 
@@ -387,9 +402,10 @@ Result<Attr> MetaCoordinator::link(const Cred& cred, uint64_t ino, uint64_t new_
     in.name = name;
     in.ino = ino;
     in.type = target->type;
-    auto id = shard_.intent_begin(in);
+    auto id = begin_live([&] { return shard_.intent_begin(in); });
     if (!id.ok()) return id.status();
     in.id = *id;
+    const LiveIntent live(*this, in.id);
     return drive_link(in);
 }
 
@@ -488,9 +504,10 @@ Result<RenameResult> MetaCoordinator::rename(const Cred& cred, uint64_t old_pare
     in.new_parent = new_parent;
     in.new_name = new_name;
     in.expect_ino = dst->has_value() ? (*dst)->ino : 0;
-    auto id = shard_.intent_begin(in);
+    auto id = begin_live([&] { return shard_.intent_begin(in); });
     if (!id.ok()) return id.status();
     in.id = *id;
+    const LiveIntent live(*this, in.id);
     return drive_rename(in);
 }
 
@@ -543,13 +560,20 @@ void MetaCoordinator::resume() {
     std::unique_lock lock(resume_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return;
     pending_ = false;
-    auto list = shard_.intents();
+    Result<std::vector<Intent>> list = Status(Code::internal, "unread");
+    std::set<uint64_t> live;
+    {
+        std::lock_guard l(live_mu_);
+        list = shard_.intents();
+        live = live_;
+    }
     if (!list.ok()) {
         JOBFS_ERROR("cannot read the intent log: %s", list.status().to_string().c_str());
         pending_ = true;
         return;
     }
     for (const Intent& in : *list) {
+        if (live.count(in.id)) continue; // its request is driving it now
         Status s;
         switch (in.op) {
         case IntentOp::rename: s = drive_rename(in).status(); break;

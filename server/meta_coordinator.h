@@ -27,6 +27,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "daemon_protocol.h"
 #include "server/meta_shard.h"
@@ -80,6 +81,21 @@ private:
     Status undo_mkdir(const Intent& in);
     // A step could not be settled (a peer unreachable): the intent stays for resume().
     Status left_pending(const Intent& in, const Status& why);
+    // An intent a request drives from begin_live to the end of its LiveIntent: resume() (a
+    // start-up, or a retry another request triggers) leaves it alone meanwhile; driving it
+    // from two threads at once would undo what the request is doing.
+    Result<uint64_t> begin_live(const std::function<Result<uint64_t>()>& begin);
+    class LiveIntent {
+    public:
+        LiveIntent(MetaCoordinator& co, uint64_t id) : co_(co), id_(id) {}
+        ~LiveIntent();
+        LiveIntent(const LiveIntent&) = delete;
+        LiveIntent& operator=(const LiveIntent&) = delete;
+
+    private:
+        MetaCoordinator& co_;
+        uint64_t id_;
+    };
 
     MetaShard& shard_;
     uint32_t rank_;
@@ -87,6 +103,8 @@ private:
     PeerFn peer_;
     std::atomic<bool> pending_{false};
     std::mutex resume_mu_;
+    std::mutex live_mu_;       // guards live_; held while an intent is logged and while resume() reads the log
+    std::set<uint64_t> live_;  // intents their requests are driving
 };
 
 } // namespace jobfs::server

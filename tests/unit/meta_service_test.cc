@@ -5,7 +5,9 @@
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <atomic>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -32,6 +34,10 @@ struct TestDaemon {
     uint16_t port = 0;
     std::mutex mu;
     std::map<uint32_t, transport::Endpoint> peers;
+    // The next request to block_once's daemon waits for gate (a slow peer, for one request).
+    std::atomic<int> block_once{-1};
+    std::promise<void> gate;
+    std::shared_future<void> gate_opened = gate.get_future().share();
 };
 
 class MetaServiceTest : public ::testing::Test {
@@ -53,6 +59,8 @@ protected:
             d.worker = std::move(*w);
             // Peers are connected on first use, as a daemon's peer table would be.
             auto peer = [this, &d](uint32_t rank) -> Result<transport::Endpoint> {
+                int blocked = static_cast<int>(rank);
+                if (d.block_once.compare_exchange_strong(blocked, -1)) d.gate_opened.wait();
                 std::lock_guard l(d.mu);
                 auto it = d.peers.find(rank);
                 if (it != d.peers.end()) return it->second;
@@ -489,6 +497,37 @@ TEST_F(MetaServiceTest, ResumeUndoesAnUnfinishedMkdir) {
     EXPECT_FALSE(daemons[target]->shard->create_inode_once(*id, tmpl).ok());
     // The name is free for a real mkdir.
     EXPECT_TRUE(mkdir(1, name).ok());
+}
+
+// resume() runs while requests are being served (at a daemon's start, or as a retry another
+// request triggers): it must leave alone an intent whose request is still driving it.
+TEST_F(MetaServiceTest, ResumeLeavesAnIntentItsRequestIsDrivingAlone) {
+    std::string name;
+    for (int i = 0; name.empty(); ++i) {
+        std::string n = "live" + std::to_string(i);
+        if (MetaService::place_directory(1, n, kDaemons) != 0) name = n;
+    }
+    const uint32_t target = MetaService::place_directory(1, name, kDaemons);
+    daemons[0]->block_once = static_cast<int>(target);
+    std::thread req([&] {
+        auto d = mkdir(1, name);
+        EXPECT_TRUE(d.ok()) << d.status().to_string();
+    });
+    // The mkdir has logged its intent and waits for the target's shard.
+    bool logged = false;
+    for (int i = 0; i < 500 && !logged; ++i, std::this_thread::sleep_for(10ms)) {
+        auto l = daemons[0]->shard->intents();
+        logged = l.ok() && !l->empty() && daemons[0]->block_once == -1;
+    }
+    EXPECT_TRUE(logged) << "the mkdir never reached its remote step";
+    daemons[0]->service->resume_intents();
+    std::this_thread::sleep_for(500ms); // a resume that drove the intent would have undone it by now
+    daemons[0]->gate.set_value();
+    req.join();
+    auto back = lookup(1, name);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(proto::shard_of(back->ino), target);
+    EXPECT_TRUE(no_intents());
 }
 
 TEST_F(MetaServiceTest, ResumeFinishesAnUnlinkAndALink) {
