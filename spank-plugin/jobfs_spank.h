@@ -77,6 +77,7 @@ struct jobfs_context {
 	struct jobfs_request request;
 	struct jobfs_job job;
 	bool config_ok;
+	char task_error[JOBFS_MSG_MAX]; /* the batch step's failure, for its task (jobfs_slurmstepd.c) */
 };
 
 extern struct jobfs_context jobfs_ctx;
@@ -103,6 +104,7 @@ int jobfs_epilog(spank_t sp);
 
 /* jobfs_slurmstepd.c: a step's slurmstepd */
 int jobfs_slurmstepd_user_init(spank_t sp);
+int jobfs_slurmstepd_task_init(spank_t sp);
 
 /* jobfs_state.c: the job's directory under state_dir, shared by prolog, steps and epilog */
 int jobfs_state_write(const struct jobfs_job *job, const struct jobfs_request *req);

@@ -6,7 +6,7 @@
  *   allocator    sbatch, salloc          the same
  *   job_script   slurmd's prolog/epilog  starts / stops jobfsd and the mount on this node (root)
  *   remote       a step's slurmstepd     gives the tasks JOBFS_MOUNT, JOBFS_CLUSTER; fails the
- *                                        step with the prolog's error
+ *                                        step (the batch step: its task) with the prolog's error
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +71,15 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
 	return jobfs_slurmstepd_user_init(sp);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return jobfs_slurmstepd_task_init(sp);
 }
 
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
