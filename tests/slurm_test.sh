@@ -34,7 +34,21 @@ check() { # NAME CMD...: runs CMD (a program or a function of this file), counts
   name=$1; shift
   if "$@"; then echo "ok - $name"; else echo "not ok - $name"; fails=$((fails + 1)); fi
 }
+# After a failure: what the cluster logged, in this test's log and in slurm_test.artifacts/.
+keep_logs() {
+  [ "$fails" -gt 0 ] && [ -d "$D/log" ] || return 0
+  local keep=$PWD/slurm_test.artifacts f
+  rm -rf "$keep"; mkdir -p "$keep"
+  cp -r "$D/log" "$keep/" 2>/dev/null
+  find "$D/out" -maxdepth 1 -type f \( -name '*.out' -o -name 'mpi-trace.*' \) -size -1M -exec cp {} "$keep/" \; 2>/dev/null
+  for f in "$D"/log/*.log "$D"/tmp/n[123]/jobfs-data/*.log; do
+    [ -f "$f" ] || continue
+    echo "# --- last lines of $f"; tail -n 25 "$f" | sed 's/^/#   /'
+  done
+  echo "# (the cluster's logs and the jobs' outputs are kept in $keep)"
+}
 cleanup() {
+  keep_logs
   cluster stop >/dev/null 2>&1
   [ -n "${blocker:-}" ] && kill "$blocker" 2>/dev/null
   [ -n "${S3RVER_PID:-}" ] && s3rver_stop
@@ -60,7 +74,7 @@ as() { # USER CMD...: CMD as USER, from the shared output directory, for at most
   # that cannot be scheduled (a drained node) fails its checks instead of hanging the suite.
   local u=$1; shift
   (cd "$OUT" && timeout -k 10 300 runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" UCX_TLS=tcp PATH=/usr/bin:/bin "$@") ||
-    { local rc=$?; [ $rc -eq 124 ] && echo "# as $u $*: no end within 300 s; queue: $(squeue -h -o '%i %T %R' | tr '\n' ';') nodes: $(sinfo -h -N -o '%N %t %E' | tr '\n' ';')" >&2; return $rc; }
+    { local rc=$?; [ $rc -eq 124 ] && { echo "# as $u $*: no end within 300 s; queue: $(squeue -h -o '%i %T %R' | tr '\n' ';') nodes: $(sinfo -h -N -o '%N %t %E' | tr '\n' ';')"; echo "# processes of the nodes' jobs:"; pgrep -af 'slurmstepd|jobfsd|jobfs-fuse|jobfs stage|slurm_ckpt|mpirun|orted' | sed 's/^/#   /'; } >&2; return $rc; }
 }
 slurmd_pid() { cat "$D/run/slurmd-n$1.pid"; }
 wait_gone() { # JOBID: until Slurm has forgotten the job (its epilogs are done), at most 150 s
