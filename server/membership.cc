@@ -132,14 +132,18 @@ void Membership::set_sync_progress(uint64_t done, uint64_t total) {
 }
 
 void Membership::set_own_state(uint8_t state) {
-    std::lock_guard l(mu_);
-    if (table_.states[rank_] == state) return;
-    table_.states[rank_] = state;
-    table_.version++;
-    table_.manager = rank_;
-    JOBFS_INFO("chain table %llu: daemon %u %s", static_cast<unsigned long long>(table_.version), rank_,
-               state_name(state));
-    publish_locked();
+    Publication p;
+    {
+        std::lock_guard l(mu_);
+        if (table_.states[rank_] == state) return;
+        table_.states[rank_] = state;
+        table_.version++;
+        table_.manager = rank_;
+        JOBFS_INFO("chain table %llu: daemon %u %s", static_cast<unsigned long long>(table_.version), rank_,
+                   state_name(state));
+        p = publication_locked();
+    }
+    publish(p);
 }
 
 void Membership::loop() {
@@ -205,7 +209,16 @@ void Membership::fetch_from(uint32_t rank) {
 }
 
 void Membership::manage() {
-    std::lock_guard l(mu_);
+    Publication p;
+    {
+        std::lock_guard l(mu_);
+        if (!manage_locked()) return;
+        p = publication_locked();
+    }
+    publish(p);
+}
+
+bool Membership::manage_locked() {
     const auto now = Clock::now();
     uint32_t manager = rank_;
     for (uint32_t r = 0; r < rank_; ++r)
@@ -213,11 +226,11 @@ void Membership::manage() {
             manager = r;
             break;
         }
-    if (manager != rank_) return;
+    if (manager != rank_) return false;
     // Only a manager that hears from a majority takes daemons offline.
     uint32_t heard = 0;
     for (uint32_t r = 0; r < size_; ++r) heard += alive(r, now) ? 1 : 0;
-    if (2 * heard <= size_) return;
+    if (2 * heard <= size_) return false;
     bool changed = false;
     for (uint32_t r = 0; r < size_; ++r) {
         if (r == rank_ || table_.states[r] == proto::kDaemonOffline || alive(r, now)) continue;
@@ -228,21 +241,28 @@ void Membership::manage() {
         table_.sync_done[r] = table_.sync_total[r] = 0;
         changed = true;
     }
-    if (!changed) return;
+    if (!changed) return false;
     table_.version++;
     table_.manager = rank_;
-    publish_locked();
+    return true;
 }
 
-void Membership::publish_locked() {
+Membership::Publication Membership::publication_locked() const {
+    Publication p{table_, {}};
     const auto now = Clock::now();
-    for (uint32_t r = 0; r < size_; ++r) {
-        if (r == rank_ || !alive(r, now)) continue;
+    for (uint32_t r = 0; r < size_; ++r)
+        if (r != rank_ && alive(r, now)) p.to.push_back(r);
+    return p;
+}
+
+// Publications may overtake each other on their way: a peer keeps the newest table it saw.
+void Membership::publish(const Publication& p) {
+    for (uint32_t r : p.to) {
         auto ep = peer_(r);
         if (!ep.ok()) continue;
         transport::CallOptions o;
         o.timeout = options_.interval * 5;
-        rpc::call_async<proto::ChainTablePublish>(*ep, table_, o, [](Result<proto::Empty>, size_t) {});
+        rpc::call_async<proto::ChainTablePublish>(*ep, p.table, o, [](Result<proto::Empty>, size_t) {});
     }
 }
 

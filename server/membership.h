@@ -78,7 +78,16 @@ private:
     void loop();
     void heartbeat_all();
     void manage();
-    void publish_locked(); // pushes table_ to the live peers; table_mu_ held
+    bool manage_locked(); // takes lost daemons offline; true if the table changed
+    // A table to push and the live peers to push it to, taken under mu_; publish() sends it
+    // after mu_ is released. Lock order: nothing takes the transport (a call, peer_) while
+    // holding mu_, since reply callbacks run under the worker's lock and take mu_.
+    struct Publication {
+        proto::ChainTable table;
+        std::vector<uint32_t> to;
+    };
+    Publication publication_locked() const;
+    void publish(const Publication& p);
     void fetch_from(uint32_t rank);
     bool alive(uint32_t r, std::chrono::steady_clock::time_point now) const;
 
