@@ -109,7 +109,10 @@ bool Membership::accept(const proto::ChainTable& t) {
             if (t.states[r] != table_.states[r])
                 JOBFS_INFO("chain table %llu (from daemon %u): daemon %u %s", static_cast<unsigned long long>(t.version),
                            t.manager, r, state_name(t.states[r]));
-        taken_offline = t.states[rank_] == proto::kDaemonOffline && table_.states[rank_] == proto::kDaemonServing;
+        // Offline in the group's table while it runs, whatever it was (serving, or syncing: a
+        // manager that had not heard from it yet, or a table of the same version that won over
+        // its own): writes may pass it by from now on, so it (re)joins from the start.
+        taken_offline = t.states[rank_] == proto::kDaemonOffline && table_.states[rank_] != proto::kDaemonOffline;
         table_ = t;
     }
     if (taken_offline && on_taken_offline_) {
@@ -169,7 +172,13 @@ void Membership::heartbeat_all() {
             broken = broken_[r];
         }
         // A broken connection is tried afresh each round: the daemon may be back (restarted).
-        if (broken && reconnect_) (void)reconnect_(r);
+        // Connected again (its hello answered), it is alive: the manager must not take it
+        // offline again before the heartbeat's reply is in.
+        if (broken && reconnect_ && reconnect_(r).ok()) {
+            std::lock_guard l(mu_);
+            broken_[r] = false;
+            last_seen_[r] = Clock::now();
+        }
         auto ep = peer_(r);
         if (!ep.ok()) {
             std::lock_guard l(mu_);

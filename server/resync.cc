@@ -157,6 +157,10 @@ bool Resync::rejoin_once() {
             membership_.set_sync_progress(++done, size_);
         }
     }
+    {
+        std::lock_guard l(mu_);
+        if (again_) return false; // taken offline during the last walk: it may have missed writes
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
                static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);
