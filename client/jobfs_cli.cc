@@ -113,10 +113,11 @@ int cmd_local(int argc, char** argv) {
     po::options_description desc("options");
     std::string dir;
     uint32_t n = 3;
-    std::string chunk;
+    std::string chunk, log_level;
     desc.add_options()("dir,d", po::value(&dir)->default_value(default_local_dir()), "directory for data, logs and the descriptor")
         ("daemons,n", po::value(&n)->default_value(3), "daemons to start (local up)")
-        ("chunk-size", po::value(&chunk)->default_value("4M"), "chunk size of the daemons (local up)");
+        ("chunk-size", po::value(&chunk)->default_value("4M"), "chunk size of the daemons (local up)")
+        ("log-level", po::value(&log_level)->default_value("warn"), "the daemons' log level: error, warn, info or debug (local up)");
     po::positional_options_description pos;
     po::variables_map vm;
     int rc = 0;
@@ -128,7 +129,7 @@ int cmd_local(int argc, char** argv) {
         o.jobfsd = find_jobfsd();
         o.dir = dir;
         o.daemons = n;
-        o.extra_args = {"--chunk-size", chunk};
+        o.extra_args = {"--chunk-size", chunk, "--log-level", log_level};
         auto c = LocalCluster::start(o);
         if (!c.ok()) return fail(c.status().with_context("local up"));
         Status d = (*c)->detach();

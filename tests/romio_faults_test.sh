@@ -54,7 +54,7 @@ verify() { # NAME
   return "$rc"
 }
 
-check "local up" sh -c "'$JOBFS' local up -n 3 --dir '$dir' > '$tmp/up.out'"
+check "local up" sh -c "'$JOBFS' local up -n 3 --log-level info --dir '$dir' > '$tmp/up.out'"
 export JOBFS_CLUSTER=$dir/cluster
 check "replicas 2 as the root directory's default" sh -c "'$JOBFS' layout / --replicas 2 > /dev/null"
 pid2=$(sed -n 3p "$dir/pids")
@@ -120,4 +120,10 @@ check "reads of the chunks without a serving copy fail with MPI_ERR_IO" grep -q 
 check "... and no block read back wrong" sh -c "! grep -q differs '$tmp/lost.err'"
 check "no rank left" wait_for 10 sh -c "! pgrep -x romio_faults > /dev/null"
 echo "$fails failed"
+# A failure: what the daemons logged (chain tables, resyncs), UCX's own lines left out.
+if [ "$fails" -gt 0 ]; then
+  for f in "$dir"/jobfsd.*.log; do
+    echo "# --- $f"; grep -v ' UCX ' "$f" | tail -n 40 | sed 's/^/#   /'
+  done
+fi
 [ "$fails" -eq 0 ]
