@@ -145,6 +145,9 @@ Result<int> LocalCluster::spawn(uint32_t r) {
     pid_t pid = ::fork();
     if (pid == 0) {
         ::setsid(); // its own session: a terminal's Ctrl-C for the starter does not reach it
+        // The daemons talk over loopback only: they must not offer UCX lanes on the host's other
+        // interfaces (which may come and go, as a test's bridge does). The user's setting wins.
+        ::setenv("UCX_NET_DEVICES", "lo", 0);
         ::dup2(fds[1], STDOUT_FILENO);
         int lf = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (lf >= 0) ::dup2(lf, STDERR_FILENO);

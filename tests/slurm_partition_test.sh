@@ -11,6 +11,8 @@
 # directory, whose metadata shard is n1's (metadata is not replicated: docs/replication.md).
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
+# The nodes talk over the test bridge: not make check's loopback-only UCX setting (tests/local.mk).
+unset UCX_NET_DEVICES
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 srcdir=$(abs "${srcdir:-.}")
 CLUSTER=$srcdir/tests/slurm/cluster.sh
