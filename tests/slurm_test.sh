@@ -5,8 +5,9 @@
 # mount's owner and mode, refusals (another user's mount, descriptor and daemons), the failure
 # message of a daemon that cannot start, and that every job leaves no daemon, no mount and no
 # data on any node: after srun, sbatch, salloc, scancel, a time limit and (on the nodes that
-# survive it) the crash of a peer node; and data staged in from and out to an S3 server
-# (s3rver) with --jobfs-stage-in/out, a failed stage-in included.
+# survive it) the crash of a peer node, whose leftovers the node's next jobfs prolog removes;
+# and data staged in from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed
+# stage-in included.
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -417,7 +418,21 @@ n2_back() {
 check "node failure: n2 restarts and is back in service" n2_back
 check "node failure: the crashed n2 kept the job's data and state (as a real node's disk does)" \
   test -d "$D/tmp/n2/jobfs-data/job-$cjob" -a -d "$D/tmp/n2/jobfs-state/$cjob"
-rm -rf "$D/tmp/n2/jobfs-data/job-$cjob" "$D/tmp/n2/jobfs-state/$cjob" "$D/tmp/n2/jobfs-mnt/$cjob"
+# The next jobfs job on n2 finds them: slurmctld says the crashed job is over, so its prolog
+# removes them (jobfs_leftovers.c) before it sets up its own.
+as $UA srun -N1 -w n2 -D "$OUT" --jobfs bash -c 'echo "job $SLURM_JOB_ID"; touch $JOBFS_MOUNT/f && echo "n2 mounted again"' > "$OUT/after-crash" 2>&1
+njob=$(sed -n 's/^job //p' "$OUT/after-crash")
+check "node failure: the next --jobfs job on n2 runs with its file system" has "$OUT/after-crash" "n2 mounted again"
+left_removed() {
+  local bad=0
+  if [ -e "$D/tmp/n2/jobfs-data/job-$cjob" ]; then echo "# n2: data of crashed job $cjob left"; bad=1; fi
+  if [ -e "$D/tmp/n2/jobfs-state/$cjob" ]; then echo "# n2: state of crashed job $cjob left"; bad=1; fi
+  if [ -e "$D/tmp/n2/jobfs-mnt/$cjob" ]; then echo "# n2: mount point of crashed job $cjob left"; bad=1; fi
+  has "$D/log/slurmd-n2.log" "spank_jobfs: job $cjob is over, but its epilog did not run on this node .*: removed what it left here$" || bad=1
+  return $bad
+}
+check "... and its prolog removed the crashed job's data, state and mount point from n2, and logged it" left_removed
+check "... and nothing of that job is left on any node" clean "${njob:-0}"
 
 # --- the time limit ---------------------------------------------------------------------------
 check "time limit: the job was killed at its limit" bash -c "wait_gone() { :; }; for i in \$(seq 1500); do grep -q 'DUE TO TIME LIMIT' $OUT/limit-$limit.out 2>/dev/null && exit 0; sleep 0.1; done; cat $OUT/limit-$limit.out; exit 1"
