@@ -170,6 +170,18 @@ check "srun -N3 --jobfs: rank 0 wrote on n1" has "$OUT/srun3" "rank 0 on n1 wrot
 check "srun -N3 --jobfs: n2 read it byte-exact" has "$OUT/srun3" "rank 1 on n2 read byte-exact"
 check "srun -N3 --jobfs: n3 read it byte-exact" has "$OUT/srun3" "rank 2 on n3 read byte-exact"
 check "srun -N3 --jobfs: no daemon, mount, data or state left on any node" clean "${job:-0}"
+# The time-limit job ran on two of these nodes all along: their prologs asked slurmctld about it
+# (jobfs_leftovers.c) and left its file system alone.
+running_kept() {
+  local k n=0
+  [ "$(squeue -h -j "$limit" -o %T)" = RUNNING ] || { echo "# job $limit is not running: $(squeue -h -j "$limit")"; return 1; }
+  for k in 1 2 3; do
+    [ -e "$D/tmp/n$k/jobfs-state/$limit/info" ] && grep -q " /tmp/jobfs-mnt/$limit " "/proc/$(slurmd_pid $k)/mounts" && n=$((n + 1))
+  done
+  [ "$n" -eq 2 ] || { echo "# job $limit has its state and mount on $n nodes, not 2"; return 1; }
+  ! grep -h "job $limit is over" "$D"/log/slurmd-n[123].log
+}
+check "a running job's file system stays while another --jobfs job's prologs run on its nodes" running_kept
 
 # --- sbatch -N3: two steps share the file system ------------------------------------------------
 cat > "$OUT/batch.sh" <<'EOS'
