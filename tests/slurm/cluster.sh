@@ -218,6 +218,9 @@ stop() {
   done
   kill_pidfile "$DIR/munge/munged.pid"
   for k in $(seq 1 "$n"); do
+    # Whatever still runs in the node (a jobfsd whose epilog never came: the job's state was
+    # gone) would outlive the cluster and meet the next one's checks.
+    ip netns pids "jobfs-n$k" 2>/dev/null | xargs -r kill -9 2>/dev/null
     ip link del "jobfs-v$k" 2>/dev/null
     ip netns del "jobfs-n$k" 2>/dev/null
   done
