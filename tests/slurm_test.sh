@@ -454,9 +454,10 @@ check "time limit: nothing left on any node" clean "$limit"
 daemons="$(cat "$D"/run/*.pid "$D/munge/munged.pid" 2>/dev/null)"
 stopped() { # the daemons of the cluster (by their pid files, read before), steps, namespaces
   cluster stop || return 1
-  local p
+  local p s
   for p in $daemons; do
-    [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && { echo "# pid $p still running"; return 1; }
+    # (gone, or a zombie: not running; its state is printed otherwise)
+    s=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) && [ -n "$s" ] && [ "$s" != Z ] && { echo "# pid $p still running ($s)"; return 1; }
   done
   ! pgrep -f '^slurmstepd:' >/dev/null && ! ip netns list | grep -q '^jobfs-n'
 }

@@ -189,12 +189,12 @@ kill_pidfile() { # FILE
   pid=$(cat "$1" 2>/dev/null) || return 0
   [ -n "$pid" ] && kill "$pid" 2>/dev/null
   local i
-  for i in $(seq 1 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    [ "$(awk '{print $3}' /proc/"$pid"/stat 2>/dev/null)" = Z ] && break
-    sleep 0.1
-  done
+  ended() { ! kill -0 "$pid" 2>/dev/null || [ "$(awk '{print $3}' /proc/"$pid"/stat 2>/dev/null)" = Z ]; }
+  for i in $(seq 1 50); do ended && break; sleep 0.1; done
+  # (On a loaded machine a daemon may outlast its 5 s; stop returns only once it is gone, so
+  # that nobody finds it half way out.)
   kill -9 "$pid" 2>/dev/null
+  for i in $(seq 1 50); do ended && break; sleep 0.1; done
   rm -f "$1"
 }
 
