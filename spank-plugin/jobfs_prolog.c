@@ -328,9 +328,10 @@ out:
 	return rc;
 }
 
-/* Undoes what the prolog did on this node; used by the epilog and by a failed prolog. The
- * data stays when the admin keeps it or when keep (a failed stage-out) says so. */
-static void teardown(const struct jobfs_job *job, const struct jobfs_config *c, bool keep)
+/* Undoes what the prolog did on this node; used by the epilog, by a failed prolog and for the
+ * leftovers of a job whose epilog did not run here (jobfs_leftovers.c). The data stays when
+ * the admin keeps it or when keep (a failed stage-out) says so. */
+void jobfs_teardown(const struct jobfs_job *job, const struct jobfs_config *c, bool keep)
 {
 	pid_t pid;
 
@@ -370,6 +371,7 @@ int jobfs_prolog(spank_t sp)
 		goto out; /* no --jobfs: nothing to do, nothing paid */
 	if (job_identify(sp, job, &ctx->config, parse_rc ? msg : err, parse_rc ? sizeof(msg) : sizeof(err)) != 0)
 		goto fail_early;
+	jobfs_leftovers_remove(&ctx->config, job->id); /* of jobs that ended while this node was down */
 	if (jobfs_mkdir_p(ctx->config.state_dir, 0755) != 0 || jobfs_remove_tree(job->job_dir) != 0 ||
 	    mkdir(job->job_dir, 0755) != 0) {
 		snprintf(err, sizeof(err), "cannot create %s: %s", job->job_dir, strerror(errno));
@@ -398,7 +400,7 @@ int jobfs_prolog(spank_t sp)
 		   job->id, job->node_count, job->mount, (unsigned)job->port, now_s() - t0);
 	goto out;
 fail:
-	teardown(job, &ctx->config, false);
+	jobfs_teardown(job, &ctx->config, false);
 	jobfs_state_write(job, &ctx->request);
 	/* fall through */
 fail_staged:
@@ -451,7 +453,7 @@ int jobfs_epilog(spank_t sp)
 			keep = true;
 			stage_out_failed(job, &ctx->config, err);
 		}
-		teardown(job, &ctx->config, keep);
+		jobfs_teardown(job, &ctx->config, keep);
 	}
 	if (jobfs_remove_tree(job_dir) != 0)
 		slurm_error("spank_jobfs: job %" PRIu32 ": cannot remove %s: %s", id, job_dir, strerror(errno));

@@ -101,6 +101,10 @@ int jobfs_srun_init_post_opt(spank_t sp);
 /* jobfs_prolog.c: slurmd's job prolog and epilog */
 int jobfs_prolog(spank_t sp);
 int jobfs_epilog(spank_t sp);
+void jobfs_teardown(const struct jobfs_job *job, const struct jobfs_config *c, bool keep);
+
+/* jobfs_leftovers.c: in the prolog, what ended jobs left on this node without their epilog */
+void jobfs_leftovers_remove(const struct jobfs_config *c, uint32_t current);
 
 /* jobfs_slurmstepd.c: a step's slurmstepd */
 int jobfs_slurmstepd_user_init(spank_t sp);

@@ -12,6 +12,7 @@ spank_plugin_spank_jobfs_la_SOURCES = \
 	spank-plugin/jobfs_options.c \
 	spank-plugin/jobfs_srun.c \
 	spank-plugin/jobfs_prolog.c \
+	spank-plugin/jobfs_leftovers.c \
 	spank-plugin/jobfs_slurmstepd.c \
 	spank-plugin/jobfs_state.c \
 	spank-plugin/jobfs_proc.c \

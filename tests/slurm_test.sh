@@ -4,8 +4,10 @@
 # jobs submitted as two unprivileged test users. Asserts bytes read back on other nodes, the
 # mount's owner and mode, refusals (another user's mount, descriptor and daemons), the failure
 # message of a daemon that cannot start, and that every job leaves no daemon, no mount and no
-# data on any node: after srun, sbatch, salloc, scancel and a time limit; and data staged in
-# from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed stage-in included.
+# data on any node: after srun, sbatch, salloc, scancel, a time limit and (on the nodes that
+# survive it) the crash of a peer node, whose leftovers the node's next jobfs prolog removes;
+# and data staged in from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed
+# stage-in included.
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
 # The nodes talk over the test bridge: not make check's loopback-only UCX setting (tests/local.mk).
@@ -88,11 +90,18 @@ wait_gone() { # JOBID: until Slurm has forgotten the job (its epilogs are done),
   echo "# job $1 still there: $(squeue -h -j "$1")"
   return 1
 }
-# Nothing of job ID left on any node: no mount, no jobfsd or jobfs-fuse, no data, no state.
-clean() { # JOBID
-  local id=$1 k bad=0
+wait_for() { # SECONDS CMD...: until CMD succeeds
+  local n=$(($1 * 10)); shift
+  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
+  return 1
+}
+# Nothing of job ID left on its nodes (all three unless named): no mount, no jobfsd or
+# jobfs-fuse, no data, no state; and none of those nodes drained or down.
+clean() { # JOBID [K...]
+  local id=$1 k bad=0 nodes="${*:2}"
+  nodes=${nodes:-1 2 3}
   wait_gone "$id" || return 1
-  for k in 1 2 3; do
+  for k in $nodes; do
     if grep -q " /tmp/jobfs-mnt/$id " "/proc/$(slurmd_pid $k)/mounts"; then echo "# n$k: mount of job $id left"; bad=1; fi
     if [ -e "$D/tmp/n$k/jobfs-data/job-$id" ]; then echo "# n$k: data of job $id left"; bad=1; fi
     if [ -e "$D/tmp/n$k/jobfs-state/$id" ]; then echo "# n$k: state of job $id left"; bad=1; fi
@@ -100,10 +109,10 @@ clean() { # JOBID
   # A node drained by a failed prolog/epilog (or a task Slurm could not kill) would leave every
   # later job pending: say so, fail, and give the node back for the cases that follow.
   local drained
-  drained=$(sinfo -h -N -t drain,drained,draining,down -o '%N %t %E' 2>/dev/null)
+  drained=$(sinfo -h -N -n "n${nodes// /,n}" -t drain,drained,draining,down -o '%N %t %E' 2>/dev/null)
   if [ -n "$drained" ]; then
     echo "# after job $id, drained or down: $drained"
-    scontrol update nodename=n[1-3] state=resume >/dev/null 2>&1
+    scontrol update nodename="n${nodes// /,n}" state=resume >/dev/null 2>&1
     bad=1
   fi
   if pgrep -f "/tmp/jobfs-(data/job-|mnt/|state/)$id( |/|\$)" >/dev/null; then
@@ -163,6 +172,18 @@ check "srun -N3 --jobfs: rank 0 wrote on n1" has "$OUT/srun3" "rank 0 on n1 wrot
 check "srun -N3 --jobfs: n2 read it byte-exact" has "$OUT/srun3" "rank 1 on n2 read byte-exact"
 check "srun -N3 --jobfs: n3 read it byte-exact" has "$OUT/srun3" "rank 2 on n3 read byte-exact"
 check "srun -N3 --jobfs: no daemon, mount, data or state left on any node" clean "${job:-0}"
+# The time-limit job ran on two of these nodes all along: their prologs asked slurmctld about it
+# (jobfs_leftovers.c) and left its file system alone.
+running_kept() {
+  local k n=0
+  [ "$(squeue -h -j "$limit" -o %T)" = RUNNING ] || { echo "# job $limit is not running: $(squeue -h -j "$limit")"; return 1; }
+  for k in 1 2 3; do
+    [ -e "$D/tmp/n$k/jobfs-state/$limit/info" ] && grep -q " /tmp/jobfs-mnt/$limit " "/proc/$(slurmd_pid $k)/mounts" && n=$((n + 1))
+  done
+  [ "$n" -eq 2 ] || { echo "# job $limit has its state and mount on $n nodes, not 2"; return 1; }
+  ! grep -h "job $limit is over" "$D"/log/slurmd-n[123].log
+}
+check "a running job's file system stays while another --jobfs job's prologs run on its nodes" running_kept
 
 # --- sbatch -N3: two steps share the file system ------------------------------------------------
 cat > "$OUT/batch.sh" <<'EOS'
@@ -367,6 +388,66 @@ else
   echo "not ok - s3rver starts on 10.78.0.1:$s3port"; fails=$((fails + 1))
 fi
 
+# --- node failure of a peer: n2 crashes mid-job; n1's and n3's epilogs still leave nothing -----
+# The crash: n2's link goes silent (a dead node answers nothing, not even a reset) and every
+# process in n2 (slurmd, the job's slurmstepd and tasks, jobfsd, jobfs-fuse) gets SIGKILL. The
+# test then marks n2 down, as SlurmdTimeout (60 s) would, and Slurm ends the job with NODE_FAIL:
+# n1 and n3 run their epilogs with their peer gone, while their tasks were writing and reading
+# files whose chunks are on every node.
+wait_gone "$limit" >/dev/null # (the time-limit job must not be on n2 when it dies)
+# (--no-requeue: a batch job is requeued after a node failure by default; this one ends.)
+cat > "$OUT/crash.sh" <<'EOS'
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --jobfs --no-requeue
+srun bash -c 'h=$(hostname); i=0
+  while :; do i=$((i + 1)); head -c 4000000 /dev/urandom > $JOBFS_MOUNT/$h.$((i % 4)); cat $JOBFS_MOUNT/n*.[0-3] > /dev/null
+    [ $i -eq 3 ] && touch $SLURM_SUBMIT_DIR/crash-$SLURM_JOB_ID.$h; done'
+EOS
+cjob=$(as $UA sbatch --parsable -o "$OUT/crash-%j.out" "$OUT/crash.sh")
+crash_wrote() { local h; for h in n1 n2 n3; do [ -e "$OUT/crash-$cjob.$h" ] || return 1; done; }
+check "node failure: a 3-node job writes and reads through its mount on every node" wait_for 60 crash_wrote
+n2_dead() { [ -z "$(ip netns pids jobfs-n2)" ]; }
+ip link set "$(cluster veth 2)" down
+# (kill -9 each at once; what a SIGKILL ends is reaped by init, which may take a moment.)
+ip netns pids jobfs-n2 | xargs -r kill -9
+check "node failure: n2 crashed (its link down, no process left in it)" wait_for 10 n2_dead
+scontrol update nodename=n2 state=down reason=crash
+t0=$(date +%s)
+check "node failure: Slurm ended the job (NODE_FAIL)" wait_for 5 grep -q "JobId=$cjob .*NODE_FAIL\|Killing JobId=$cjob on failed node n2" "$D/log/slurmctld.log"
+check "node failure: n1 and n3 tore the job down: no daemon, mount, data or state left, not drained" clean "${cjob:-0}" 1 3
+t1=$(date +%s)
+echo "# node failure: job $cjob gone $((t1 - t0)) s after n2 was marked down"
+# (A task whose FUSE request waits for n2 ends when the client's call times out (30 s); then
+# the epilog stops jobfs-fuse (5 s) and jobfsd (10 s). A step that outlasts UnkillableStepTimeout
+# (60 s) drains its node, which clean() reports.)
+check "node failure: the survivors' teardown ended within 90 s" test $((t1 - t0)) -le 90
+# n2 comes back: its link, its slurmd (in new namespaces, with the /tmp it had), back in service.
+ip link set "$(cluster veth 2)" up
+n2_idle() { [ "$(sinfo -h -N -n n2 -o %t)" = idle ]; }
+n2_back() {
+  cluster restart-slurmd 2 || return 1
+  scontrol update nodename=n2 state=resume 2>/dev/null # (ReturnToService=2 may have resumed it)
+  wait_for 60 n2_idle || { sinfo -N | sed 's/^/# /'; return 1; }
+}
+check "node failure: n2 restarts and is back in service" n2_back
+check "node failure: the crashed n2 kept the job's data and state (as a real node's disk does)" \
+  test -d "$D/tmp/n2/jobfs-data/job-$cjob" -a -d "$D/tmp/n2/jobfs-state/$cjob"
+# The next jobfs job on n2 finds them: slurmctld says the crashed job is over, so its prolog
+# removes them (jobfs_leftovers.c) before it sets up its own.
+as $UA srun -N1 -w n2 -D "$OUT" --jobfs bash -c 'echo "job $SLURM_JOB_ID"; touch $JOBFS_MOUNT/f && echo "n2 mounted again"' > "$OUT/after-crash" 2>&1
+njob=$(sed -n 's/^job //p' "$OUT/after-crash")
+check "node failure: the next --jobfs job on n2 runs with its file system" has "$OUT/after-crash" "n2 mounted again"
+left_removed() {
+  local bad=0
+  if [ -e "$D/tmp/n2/jobfs-data/job-$cjob" ]; then echo "# n2: data of crashed job $cjob left"; bad=1; fi
+  if [ -e "$D/tmp/n2/jobfs-state/$cjob" ]; then echo "# n2: state of crashed job $cjob left"; bad=1; fi
+  if [ -e "$D/tmp/n2/jobfs-mnt/$cjob" ]; then echo "# n2: mount point of crashed job $cjob left"; bad=1; fi
+  has "$D/log/slurmd-n2.log" "spank_jobfs: job $cjob is over, but its epilog did not run on this node .*: removed what it left here$" || bad=1
+  return $bad
+}
+check "... and its prolog removed the crashed job's data, state and mount point from n2, and logged it" left_removed
+check "... and nothing of that job is left on any node" clean "${njob:-0}"
+
 # --- the time limit ---------------------------------------------------------------------------
 check "time limit: the job was killed at its limit" bash -c "wait_gone() { :; }; for i in \$(seq 1500); do grep -q 'DUE TO TIME LIMIT' $OUT/limit-$limit.out 2>/dev/null && exit 0; sleep 0.1; done; cat $OUT/limit-$limit.out; exit 1"
 check "time limit: it had its mount" has "$OUT/limit-$limit.out" "limit: mounted /tmp/jobfs-mnt/$limit"
@@ -375,9 +456,10 @@ check "time limit: nothing left on any node" clean "$limit"
 daemons="$(cat "$D"/run/*.pid "$D/munge/munged.pid" 2>/dev/null)"
 stopped() { # the daemons of the cluster (by their pid files, read before), steps, namespaces
   cluster stop || return 1
-  local p
+  local p s
   for p in $daemons; do
-    [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && { echo "# pid $p still running"; return 1; }
+    # (gone, or a zombie: not running; its state is printed otherwise)
+    s=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) && [ -n "$s" ] && [ "$s" != Z ] && { echo "# pid $p still running ($s)"; return 1; }
   done
   ! pgrep -f '^slurmstepd:' >/dev/null && ! ip netns list | grep -q '^jobfs-n'
 }

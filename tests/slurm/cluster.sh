@@ -10,6 +10,9 @@
 #   cluster.sh node K CMD  run CMD inside node nK's namespaces (as its slurmd sees the world)
 #   cluster.sh veth K      the name of node nK's veth in this namespace (its end on the bridge:
 #                          `ip link set NAME down` cuts nK off, as a network partition)
+#   cluster.sh restart-slurmd K
+#                          start nK's slurmd again after it died (a crashed node coming back),
+#                          in fresh namespaces as start does: nK's /tmp keeps what it held
 #
 # Everything lives under $JOBFS_SLURM_DIR (default /var/tmp/jobfs-slurm; not under /tmp,
 # which every node replaces by its own). Ports are not Slurm's defaults (6817/6818), so a
@@ -171,17 +174,27 @@ start() { # N
   wait_idle "$want" || die "nodes not idle (logs in $DIR/log)"
 }
 
+restart_slurmd() { # K
+  local k=$1 pid
+  export SLURM_CONF=$DIR/etc/slurm.conf
+  pid=$(cat "$DIR/run/slurmd-n$k.pid" 2>/dev/null)
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] &&
+    die "slurmd of n$k still runs (pid $pid)"
+  [ -e "/run/netns/jobfs-n$k" ] || die "node n$k does not exist"
+  node_exec "$k" slurmd -N "n$k" || die "slurmd of n$k did not start ($DIR/log/slurmd-n$k.log)"
+}
+
 kill_pidfile() { # FILE
   local pid
   pid=$(cat "$1" 2>/dev/null) || return 0
   [ -n "$pid" ] && kill "$pid" 2>/dev/null
   local i
-  for i in $(seq 1 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    [ "$(awk '{print $3}' /proc/"$pid"/stat 2>/dev/null)" = Z ] && break
-    sleep 0.1
-  done
+  ended() { ! kill -0 "$pid" 2>/dev/null || [ "$(awk '{print $3}' /proc/"$pid"/stat 2>/dev/null)" = Z ]; }
+  for i in $(seq 1 50); do ended && break; sleep 0.1; done
+  # (On a loaded machine a daemon may outlast its 5 s; stop returns only once it is gone, so
+  # that nobody finds it half way out.)
   kill -9 "$pid" 2>/dev/null
+  for i in $(seq 1 50); do ended && break; sleep 0.1; done
   rm -f "$1"
 }
 
@@ -205,6 +218,9 @@ stop() {
   done
   kill_pidfile "$DIR/munge/munged.pid"
   for k in $(seq 1 "$n"); do
+    # Whatever still runs in the node (a jobfsd whose epilog never came: the job's state was
+    # gone) would outlive the cluster and meet the next one's checks.
+    ip netns pids "jobfs-n$k" 2>/dev/null | xargs -r kill -9 2>/dev/null
     ip link del "jobfs-v$k" 2>/dev/null
     ip netns del "jobfs-n$k" 2>/dev/null
   done
@@ -218,7 +234,8 @@ case "${1:-}" in
   stop) stop ;;
   env) echo "export SLURM_CONF=$DIR/etc/slurm.conf" ;;
   veth) echo "jobfs-v$2" ;;
+  restart-slurmd) restart_slurmd "$2" ;;
   node) shift; k=$1; shift; exec nsenter --net=/run/netns/jobfs-n$k --mount=/proc/$(cat "$DIR/run/slurmd-n$k.pid")/ns/mnt \
           --uts=/proc/$(cat "$DIR/run/slurmd-n$k.pid")/ns/uts "$@" ;;
-  *) echo "usage: cluster.sh start [N] | stop | env | node K CMD... | veth K" >&2; exit 2 ;;
+  *) echo "usage: cluster.sh start [N] | stop | env | node K CMD... | veth K | restart-slurmd K" >&2; exit 2 ;;
 esac
