@@ -43,6 +43,11 @@ tests/helpers/romio_faults: $(srcdir)/tests/helpers/romio_faults.c
 # lost syncing state it found.)
 if !JOBFS_SANITIZE
 TESTS += tests/romio_test.sh tests/romio_suite_test.sh tests/romio_hdf5_test.sh tests/romio_faults_test.sh
+# One MPI test at a time under make -j: two of them (8 ranks and 6 daemons on 2 cores) starved
+# each other's daemons past their 30 s deadlines (romio_faults_test beside romio_suite_test).
+tests/romio_suite_test.log: tests/romio_test.log
+tests/romio_hdf5_test.log: tests/romio_suite_test.log
+tests/romio_faults_test.log: tests/romio_hdf5_test.log
 endif
 endif
 CLEANFILES += romio-adio/mca_io_romio_jobfs.so tests/helpers/romio_mpi tests/helpers/romio_faults
