@@ -91,7 +91,10 @@ run() {
      "./$prog" $args < /dev/null > "$prog.$fs.out" 2> "$prog.$fs.err")
   rc=$?
   if [ "$rc" -eq 0 ] && grep -q 'No Errors' "$tmp/$prog.$fs.out"; then return 0; fi
-  echo "# $prog on $fs: mpirun exited $rc"; sed 's/^/# /' "$tmp/$prog.$fs.out" "$tmp/$prog.$fs.err" | head -30
+  # The program's own output and errors first; the driver's trace lines (many) only at the end.
+  echo "# $prog on $fs: mpirun exited $rc"
+  { cat "$tmp/$prog.$fs.out"; grep -v '^\[ad_jobfs ' "$tmp/$prog.$fs.err"; } | head -40 | sed 's/^/# /'
+  grep '^\[ad_jobfs ' "$tmp/$prog.$fs.err" | tail -n 10 | sed 's/^/# /'
   return 1
 }
 
