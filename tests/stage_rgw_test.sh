@@ -6,9 +6,10 @@
 # Two 256 MiB objects (multipart, parallel parts) and 300 small ones under nested prefixes
 # with spaces and unicode: stage-out, read back with curl's own SigV4 signer and compared,
 # stage-in into jobfs and compared; wrong secret, missing bucket; radosgw's payload-hash
-# check seen passing for our PUTs and parts; a part size below 5 MiB; radosgw killed in the
-# middle of a stage-out, restarted, the rerun resumes. Needs root (the mini-cluster) and the
-# Ceph packages of scripts/install-deps; skips itself otherwise.
+# check seen passing for our PUTs and parts; a part size below 5 MiB; a part refused by a
+# quota aborts its upload; radosgw killed in the middle of a stage-out, restarted, the rerun
+# resumes and aborts the uploads the killed run left open. Needs root (the mini-cluster) and
+# the Ceph packages of scripts/install-deps; skips itself otherwise.
 set -u
 JOBFS=${JOBFS:-./client/jobfs}
 export JOBFSD=${JOBFSD:-./server/jobfsd}
@@ -254,6 +255,9 @@ echo "# after the kill: $done_before objects complete, $open_before multipart up
 check "no manifest after the failed run (and $done_before of 303 objects complete)" eval '[ "$done_before" -lt 303 ] && absent "$EP/bkt/resume/.jobfs-stage-manifest"' 
 check "the rerun completes" sh -c "'$J' stage-out '$src' s3://bkt/resume/ --progress none > '$tmp/k2.out' 2>&1"
 check "the rerun skipped exactly the $done_before complete objects" grep -q "303 objects ($((303 - done_before)) copied, $done_before skipped as complete, 0 failed)" "$tmp/k2.out"
+shown "$tmp/k2.out"
+check "the rerun aborted the $open_before uploads the killed run left open" eval \
+  '[ "$open_before" -ge 1 ] && grep -q "aborted $open_before multipart upload.* left open under s3://bkt/resume/" "$tmp/k2.out" && lacks "<Upload>" "$EP/bkt?prefix=resume%2F&uploads="'
 shown "$tmp/k2.out"
 check "after the resume every object is byte-identical on radosgw" server_same "$src" resume
 check "and the manifest is there" s3curl -I -o /dev/null "$EP/bkt/resume/.jobfs-stage-manifest"
