@@ -17,7 +17,7 @@ srcdir=${srcdir:-.}
 . "$srcdir/tests/lib.sh"
 . "$srcdir/tests/helpers/rgw.sh"
 if [ "$(id -u)" -ne 0 ]; then echo "ok - # SKIP not root (the Ceph mini-cluster runs as root)"; exit 0; fi
-if [ -n "$(rgw_missing)" ]; then echo "ok - # SKIP Ceph not installed ($(rgw_missing)): scripts/install-deps installs it"; exit 0; fi
+if [ -n "$(rgw_missing)" ]; then echo "ok - # SKIP Ceph not installed ($(rgw_missing | sed "s/ *$//")): scripts/install-deps installs it"; exit 0; fi
 
 tmp=$(mktemp -d /tmp/jobfs-rgw-XXXXXX)
 dir=$tmp/cluster
