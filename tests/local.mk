@@ -27,6 +27,14 @@ tests/slurm_partition_test.log: tests/slurm_test.log
 endif
 endif
 endif
+# The acceptance tier of staging (issue #7): jobfs stage-in/stage-out against Ceph radosgw on
+# a one-mon, one-OSD cluster (tests/helpers/rgw.sh; skips itself without root or the Ceph
+# packages). Not in the sanitizer tree: it moves 1.5 GiB and runs the same staging code as
+# tests/stage_test.sh, which is there.
+EXTRA_DIST += tests/stage_rgw_test.sh tests/helpers/rgw.sh
+if !JOBFS_SANITIZE
+TESTS += tests/stage_rgw_test.sh
+endif
 EXTRA_DIST += tests/case-driver tests/lib.sh tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh
 TESTS += tests/cli_test.sh tests/pmix_test.sh
 # Real mounts of jobfs-fuse (skips itself when not root or without /dev/fuse).

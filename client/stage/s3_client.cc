@@ -225,7 +225,7 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     }
     std::string code = xml_first(resp.body, "Code"), message = xml_first(resp.body, "Message");
     if (code.empty()) code = resp.status == 404 ? "NotFound" : "HTTP" + std::to_string(resp.status);
-    *retry = resp.status >= 500 || resp.status == 429 || retryable_code(code);
+    *retry = (resp.status >= 500 || resp.status == 429 || retryable_code(code)) && code != "NotImplemented";
     return Status(code_for_http(resp.status),
                   std::to_string(resp.status) + " " + code + (message.empty() ? "" : ": " + message));
 }
@@ -331,6 +331,31 @@ Result<std::string> S3Client::multipart_complete(const std::string& bucket, cons
     auto r = perform(c);
     if (!r.ok()) return r.status();
     return unquote(xml_first(r->body, "ETag"));
+}
+
+Result<std::vector<UploadInfo>> S3Client::multipart_list(const std::string& bucket, const std::string& prefix) {
+    std::vector<UploadInfo> out;
+    std::string key_marker, id_marker;
+    for (;;) {
+        Call c("GET", bucket);
+        if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
+        if (!prefix.empty()) c.query.emplace_back("prefix", prefix);
+        if (!id_marker.empty()) c.query.emplace_back("upload-id-marker", id_marker);
+        c.query.emplace_back("uploads", "");
+        auto r = perform(c);
+        if (!r.ok()) return r.status();
+        for (auto block : xml_blocks(r->body, "Upload")) {
+            UploadInfo u;
+            u.key = xml_first(block, "Key");
+            u.upload_id = xml_first(block, "UploadId");
+            if (!u.upload_id.empty()) out.push_back(std::move(u));
+        }
+        if (xml_first(r->body, "IsTruncated") != "true") break;
+        key_marker = xml_first(r->body, "NextKeyMarker");
+        id_marker = xml_first(r->body, "NextUploadIdMarker");
+        if (key_marker.empty()) return Status(Code::protocol, "ListMultipartUploads of " + bucket + " is truncated but has no NextKeyMarker");
+    }
+    return out;
 }
 
 Status S3Client::multipart_abort(const std::string& bucket, const std::string& key, const std::string& upload_id) {

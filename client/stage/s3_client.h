@@ -26,6 +26,11 @@ struct ObjectInfo {
     std::string etag;  // without quotes
 };
 
+struct UploadInfo {  // an open multipart upload (ListMultipartUploads)
+    std::string key;
+    std::string upload_id;
+};
+
 struct HeadInfo {
     uint64_t size = 0;
     std::string etag;
@@ -60,6 +65,9 @@ public:
                                               const std::string& upload_id, int part, std::span<const uint8_t> body);
     Result<std::string> multipart_complete(const std::string& bucket, const std::string& key,
                                            const std::string& upload_id, const std::vector<std::string>& etags);
+    // ListMultipartUploads of a prefix over every page: uploads created and neither completed
+    // nor aborted. Servers without it (s3rver) answer 501 NotImplemented, not retried.
+    Result<std::vector<UploadInfo>> multipart_list(const std::string& bucket, const std::string& prefix);
     Status multipart_abort(const std::string& bucket, const std::string& key, const std::string& upload_id);
     Status remove(const std::string& bucket, const std::string& key);
     Status create_bucket(const std::string& bucket);

@@ -303,6 +303,35 @@ void put_part(Run& r, const std::shared_ptr<Multi>& m, int part) {
         });
 }
 
+// Multipart uploads that an earlier run left open (killed, or its abort failed while the
+// endpoint was down) keep their parts on the server, invisible to listings and billed by AWS,
+// until aborted. Aborts those of this rank's keys: no other rank writes them, while another
+// rank's uploads under the same prefix may be running now and are left alone.
+void abort_leftover_uploads(Run& r, const std::string& prefix, const std::vector<Item*>& mine) {
+    auto ups = r.s3.multipart_list(r.bucket, prefix);
+    if (!ups.ok()) {  // s3rver has no ListMultipartUploads: nothing to learn there
+        const std::string& m = ups.status().message();
+        if (m.find("NotImplemented") == std::string::npos && m.find("MethodNotAllowed") == std::string::npos)
+            std::fprintf(stderr, "jobfs: stage-out: warning: could not list the multipart uploads open under %s: %s\n",
+                         s3_url(r.bucket, prefix).c_str(), m.c_str());
+        return;
+    }
+    std::set<std::string> keys;
+    for (const Item* it : mine) keys.insert(it->key);
+    int aborted = 0;
+    for (const auto& u : *ups) {
+        if (!keys.count(u.key)) continue;
+        Status a = r.s3.multipart_abort(r.bucket, u.key, u.upload_id);
+        if (a.ok() || a.code() == Code::not_found) ++aborted;  // 404 NoSuchUpload: gone meanwhile
+        else
+            std::fprintf(stderr, "jobfs: stage-out: warning: could not abort the multipart upload %s of %s: %s\n",
+                         u.upload_id.c_str(), s3_url(r.bucket, u.key).c_str(), a.message().c_str());
+    }
+    if (aborted)
+        std::fprintf(stderr, "jobfs: stage-out: aborted %d multipart upload%s that an earlier run left open under %s\n",
+                     aborted, aborted == 1 ? "" : "s", s3_url(r.bucket, prefix).c_str());
+}
+
 // ---- planning ----------------------------------------------------------------------------
 
 Status plan_in(Run& r, const Location& src, const Location& dst, std::vector<Item>& items, std::string* manifest_dir) {
@@ -457,6 +486,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
             listed = false;
         }
     }
+    if (!o.in && !mine.empty()) abort_leftover_uploads(r, tree ? manifest_at : mine[0]->key, mine);
     std::set<std::string> dirs;
     for (Item* it : mine) {
         if (it->failed) continue;
