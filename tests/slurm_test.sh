@@ -288,7 +288,7 @@ if [ -f "$COMPONENT" ] && command -v mpicc >/dev/null && [ -e ./client/.libs/lib
 echo "job \$SLURM_JOB_ID"
 export OMPI_MCA_mca_base_component_path=$D/inst/ompi:$sysdir LD_LIBRARY_PATH=$D/inst
 export UCX_TLS=tcp OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1 JOBFS_ROMIO_TRACE=1
-srun --mpi=pmix ./slurm_ckpt jobfs:/ckpt 2> mpi-trace.\$SLURM_JOB_ID
+srun --mpi=pmix --kill-on-bad-exit=1 ./slurm_ckpt jobfs:/ckpt 2> mpi-trace.\$SLURM_JOB_ID
 srun -N1 -n1 -w n3 python3 -c "
 import os
 d = open(os.environ['JOBFS_MOUNT'] + '/ckpt', 'rb').read()
