@@ -69,23 +69,7 @@ check "bucket created (curl --aws-sigv4)" s3curl -X PUT "$EP/bkt"
 # The data set: 300 small objects (1 byte to 64 KiB) in 30 nested directories, some named with
 # spaces, accents, Greek and CJK, an empty one, and two 256 MiB objects.
 src=$tmp/src
-python3 - "$src" <<'PY'
-import os, sys, random
-root = sys.argv[1]
-rnd = random.Random(11)
-for i in range(300):
-    d = os.path.join(root, "set %d" % (i % 10), ["alpha", "bêta", "γάμμα"][i % 3])
-    os.makedirs(d, exist_ok=True)
-    name = ["obj %04d" % i, "é-%04d.bin" % i, "k%04d" % i, "数据 %04d" % i][i % 4]
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(rnd.randbytes(rnd.randint(1, 65536)))
-open(os.path.join(root, "empty"), "wb").close()
-os.makedirs(os.path.join(root, "big"), exist_ok=True)
-for name in ("model weights.bin", "λ ckpt.tar"):
-    with open(os.path.join(root, "big", name), "wb") as f:
-        for _ in range(256):
-            f.write(rnd.randbytes(1 << 20))
-PY
+python3 "$srcdir/tests/helpers/make_dataset.py" "$src" 11 300 65536 "model weights.bin=256" "λ ckpt.tar=256"
 at "data set written"
 check "303 source files" test "$(find "$src" -type f | wc -l)" -eq 303
 

@@ -46,23 +46,7 @@ check "bucket created (curl --aws-sigv4)" s3curl -X PUT "http://127.0.0.1:$port/
 # with spaces and unicode, an empty one, and two multipart objects (96 MiB and 40 MiB, parts
 # of 8 MiB).
 src=$tmp/src
-python3 - "$src" <<'PY'
-import os, sys, random
-root = sys.argv[1]
-rnd = random.Random(7)
-for i in range(1000):
-    d = os.path.join(root, "set %d" % (i % 10), ["alpha", "bêta", "γάμμα"][i % 3])
-    os.makedirs(d, exist_ok=True)
-    name = ["obj %04d" % i, "é-%04d.bin" % i, "k%04d" % i, "数据 %04d" % i][i % 4]
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(rnd.randbytes(rnd.randint(1, 16384)))
-open(os.path.join(root, "empty"), "wb").close()
-os.makedirs(os.path.join(root, "big"), exist_ok=True)
-for name, mib in (("model weights.bin", 96), ("λ.tar", 40)):
-    with open(os.path.join(root, "big", name), "wb") as f:
-        for _ in range(mib):
-            f.write(rnd.randbytes(1 << 20))
-PY
+python3 "$srcdir/tests/helpers/make_dataset.py" "$src" 7 1000 16384 "model weights.bin=96" "λ.tar=40"
 nfiles=$(find "$src" -type f | wc -l)
 check "1,003 source files" test "$nfiles" -eq 1003
 

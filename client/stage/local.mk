@@ -22,5 +22,5 @@ tests_unit_sigv4_test_LDADD = client/stage/libjobfs_stage.la $(UNIT_LIBS) -lgtes
 TESTS += tests/unit/sigv4_test
 
 # stage-in/stage-out against a real S3 server (s3rver, scripts/install-deps) and `jobfs local up`.
-EXTRA_DIST += tests/stage_test.sh tests/helpers/s3rver.sh
+EXTRA_DIST += tests/stage_test.sh tests/helpers/s3rver.sh tests/helpers/make_dataset.py
 TESTS += tests/stage_test.sh
