@@ -78,10 +78,22 @@ public:
         };
     }
 
-    // Waits until every call issued has completed; the first error, or ok.
-    Status wait() {
+    // Waits until every call issued has completed; the first error, or ok. While calls are
+    // still out after each `stall` period, on_stall runs (without the lock): it may make them
+    // complete sooner (FileIO::leave_out_offline).
+    Status wait(const std::function<void()>& on_stall = {},
+                std::chrono::milliseconds stall = std::chrono::milliseconds(2000)) {
         std::unique_lock lock(state_->mu);
-        state_->cv.wait(lock, [&] { return state_->in_flight == 0; });
+        auto done = [&] { return state_->in_flight == 0; };
+        if (!on_stall) {
+            state_->cv.wait(lock, done);
+            return state_->first_error;
+        }
+        while (!state_->cv.wait_for(lock, stall, done)) {
+            lock.unlock();
+            on_stall();
+            lock.lock();
+        }
         return state_->first_error;
     }
 
@@ -136,6 +148,12 @@ transport::Endpoint FileIO::endpoint(uint32_t rank) const {
 
 void FileIO::heal(uint32_t rank) const {
     if (!reconnect_ || rank >= daemons_.size()) return;
+    // An offline daemon is left alone: it may be unreachable (a connect to a node cut off by a
+    // partition would wait), and no chain uses it until a newer table brings it back.
+    {
+        std::lock_guard l(table_mu_);
+        if (rank < table_.states.size() && table_.states[rank] == proto::kDaemonOffline) return;
+    }
     {
         std::lock_guard l(eps_mu_);
         if (daemons_[rank].valid() && daemons_[rank].health().ok()) return;
@@ -187,6 +205,21 @@ Status FileIO::refresh_table() const {
     for (auto& t : got)
         if (t.states.size() == daemons_.size() && proto::newer_table(t, table_)) table_ = std::move(t);
     return Status::OK();
+}
+
+void FileIO::leave_out_offline() const {
+    (void)refresh_table();
+    const proto::ChainTable t = table();
+    for (uint32_t r = 0; r < t.states.size() && r < daemons_.size(); ++r) {
+        if (t.states[r] != proto::kDaemonOffline) continue;
+        const Endpoint ep = endpoint(r);
+        if (ep.valid() && ep.health().ok()) {
+            JOBFS_INFO("daemon %u is offline in chain table %llu: giving up on the calls waiting for it", r,
+                       static_cast<unsigned long long>(t.version));
+            ep.abort(Status(Code::peer_gone, "daemon " + std::to_string(r) + " is offline (chain table " +
+                                                 std::to_string(t.version) + ")"));
+        }
+    }
 }
 
 Chain FileIO::write_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const {
@@ -259,7 +292,7 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
                 finish(Status::OK());
             });
         }
-        JOBFS_RETURN_IF_ERROR(fan.wait());
+        JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
         const Status* failed = nullptr;
         for (const Status& st : status)
             if (!st.ok()) {
@@ -368,7 +401,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                 finish(Status::OK()); // the slot says how it went; the round goes on
             });
         }
-        JOBFS_RETURN_IF_ERROR(fan.wait());
+        JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
         std::set<uint32_t> broken; // reconnected once each after the round
         for (size_t i : asked) {
             Slot& sl = slots[i];

@@ -87,7 +87,14 @@ public:
 private:
     Status check(const Layout& layout) const;
     transport::Endpoint endpoint(uint32_t rank) const;
-    void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking)
+    void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking), unless offline
+    // Called while chunk calls are slow to come back: refreshes the table and aborts the
+    // connections to daemons it has offline, so that calls waiting for a daemon cut off by a
+    // partition or hung (no reply, yet a connection that looks alive) fail now and are retried
+    // on its chain's other members instead of waiting for their deadline. Replicated files
+    // only: with R=1 there is no other member, and a daemon slowed down past the failure
+    // timeout (taken offline, yet alive) still completes the call within its deadline.
+    void leave_out_offline() const;
     proto::ChainTable current_table() const; // fetched once if never
 
     mutable std::vector<transport::Endpoint> daemons_;

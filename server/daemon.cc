@@ -268,6 +268,17 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     const bool rejoin = p.membership->adopt_from_peers();
     Resync* resync = p.resync.get();
     p.membership->on_taken_offline([resync] { resync->rejoin(); });
+    // A peer taken offline: what waits for it (chain forwards, cross-shard steps) fails now
+    // and is retried on the chains without it. The next use of its connection reconnects.
+    p.membership->on_peer_offline([parts](uint32_t r) {
+        transport::Endpoint ep;
+        {
+            std::lock_guard lock(parts->peers_mu);
+            if (r < parts->peers.size()) ep = parts->peers[r];
+        }
+        if (ep.valid())
+            ep.abort(Status(Code::peer_gone, "daemon " + std::to_string(r) + " was taken offline (chain table)"));
+    });
     p.membership->start();
     if (rejoin) p.resync->rejoin();
     return d;

@@ -1,6 +1,8 @@
 // membership.cc: heartbeats, the manager's rule and the chain table. See membership.h.
 #include "server/membership.h"
 
+#include <algorithm>
+
 #include "log.h"
 #include "rpc.h"
 
@@ -77,7 +79,9 @@ void Membership::start() {
         std::fill(last_seen_.begin(), last_seen_.end(), Clock::now()); // a grace period at start
     }
     stopping_ = false;
+    reconnect_wanted_.assign(size_, false);
     thread_ = std::thread([this] { loop(); });
+    reconnect_thread_ = std::thread([this] { reconnect_loop(); });
 }
 
 void Membership::stop() {
@@ -87,6 +91,30 @@ void Membership::stop() {
     }
     stop_cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    if (reconnect_thread_.joinable()) reconnect_thread_.join();
+}
+
+void Membership::reconnect_loop() {
+    std::unique_lock l(stop_mu_);
+    for (;;) {
+        stop_cv_.wait(l, [this] {
+            return stopping_ || std::find(reconnect_wanted_.begin(), reconnect_wanted_.end(), true) != reconnect_wanted_.end();
+        });
+        if (stopping_) return;
+        const auto r = static_cast<uint32_t>(std::find(reconnect_wanted_.begin(), reconnect_wanted_.end(), true) -
+                                             reconnect_wanted_.begin());
+        l.unlock();
+        // Connected again (its hello answered), it is alive: the manager must not take it
+        // offline again before a heartbeat's reply is in.
+        const bool back = reconnect_ && reconnect_(r).ok();
+        if (back) {
+            std::lock_guard m(mu_);
+            broken_[r] = false;
+            last_seen_[r] = Clock::now();
+        }
+        l.lock();
+        reconnect_wanted_[r] = false;
+    }
 }
 
 uint64_t Membership::table_version() const {
@@ -102,9 +130,11 @@ proto::ChainTable Membership::table() const {
 bool Membership::accept(const proto::ChainTable& t) {
     if (t.states.size() != size_ || t.sync_done.size() != size_ || t.sync_total.size() != size_) return false;
     bool taken_offline;
+    std::vector<uint32_t> gone;
     {
         std::lock_guard l(mu_);
         if (!proto::newer_table(t, table_)) return false;
+        gone = newly_offline(table_, t);
         for (uint32_t r = 0; r < size_; ++r)
             if (t.states[r] != table_.states[r])
                 JOBFS_INFO("chain table %llu (from daemon %u): daemon %u %s", static_cast<unsigned long long>(t.version),
@@ -120,7 +150,21 @@ bool Membership::accept(const proto::ChainTable& t) {
                    static_cast<unsigned long long>(t.version), rank_);
         on_taken_offline_();
     }
+    tell_offline(gone);
     return true;
+}
+
+std::vector<uint32_t> Membership::newly_offline(const proto::ChainTable& prev, const proto::ChainTable& next) const {
+    std::vector<uint32_t> out;
+    for (uint32_t r = 0; r < size_ && r < prev.states.size() && r < next.states.size(); ++r)
+        if (r != rank_ && next.states[r] == proto::kDaemonOffline && prev.states[r] != proto::kDaemonOffline)
+            out.push_back(r);
+    return out;
+}
+
+void Membership::tell_offline(const std::vector<uint32_t>& ranks) {
+    if (!on_peer_offline_) return;
+    for (uint32_t r : ranks) on_peer_offline_(r);
 }
 
 bool Membership::alive(uint32_t r, Clock::time_point now) const {
@@ -171,13 +215,21 @@ void Membership::heartbeat_all() {
             outstanding_[r] = true;
             broken = broken_[r];
         }
-        // A broken connection is tried afresh each round: the daemon may be back (restarted).
-        // Connected again (its hello answered), it is alive: the manager must not take it
-        // offline again before the heartbeat's reply is in.
-        if (broken && reconnect_ && reconnect_(r).ok()) {
-            std::lock_guard l(mu_);
-            broken_[r] = false;
-            last_seen_[r] = Clock::now();
+        // A broken connection is tried afresh (the daemon may be back, restarted) by the
+        // reconnect thread: a connect to a daemon that is hung or cut off waits for its hello
+        // deadline, and heartbeats to the others must go on meanwhile, or they too would be
+        // taken for lost.
+        if (broken) {
+            {
+                std::lock_guard l(mu_);
+                outstanding_[r] = false;
+            }
+            {
+                std::lock_guard l(stop_mu_);
+                if (r < reconnect_wanted_.size()) reconnect_wanted_[r] = true;
+            }
+            stop_cv_.notify_all();
+            continue;
         }
         auto ep = peer_(r);
         if (!ep.ok()) {
@@ -219,11 +271,15 @@ void Membership::fetch_from(uint32_t rank) {
 
 void Membership::manage() {
     Publication p;
+    std::vector<uint32_t> gone;
     {
         std::lock_guard l(mu_);
+        const proto::ChainTable before = table_;
         if (!manage_locked()) return;
+        gone = newly_offline(before, table_);
         p = publication_locked();
     }
+    tell_offline(gone);
     publish(p);
 }
 

@@ -17,8 +17,9 @@
 // Not guaranteed: agreement during a network partition (no quorum; two managers may publish,
 // and the lower one's table wins once they hear from each other).
 //
-// Threads: one heartbeat thread; handlers run on the transport's thread and only take the
-// table's mutex.
+// Threads: one heartbeat thread; one reconnect thread (a connect to a hung peer blocks until
+// its hello deadline, so it must not hold up the heartbeats; one peer at a time); handlers run
+// on the transport's thread and only take the table's mutex.
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,12 @@ public:
     // cut off (a network partition) and the others went on without it, so it must resync
     // before it serves again, as a restarted daemon does. Set before start().
     void on_taken_offline(std::function<void()> fn) { on_taken_offline_ = std::move(fn); }
+    // Called (outside the lock, possibly on the transport's thread) for each peer a newer
+    // table takes offline, this daemon's own decision as manager included: calls still waiting
+    // for it (a write forwarded down a chain to a node cut off by a partition) must fail now,
+    // so that they are retried on the shrunken chain, rather than wait for their deadline.
+    // Set before start().
+    void on_peer_offline(std::function<void(uint32_t rank)> fn) { on_peer_offline_ = std::move(fn); }
 
     // This daemon's resync progress, shown in the table (state syncing).
     void set_sync_progress(uint64_t done, uint64_t total);
@@ -76,6 +83,7 @@ public:
 
 private:
     void loop();
+    void reconnect_loop(); // the reconnect thread: connects afresh to peers whose connection broke
     void heartbeat_all();
     void manage();
     bool manage_locked(); // takes lost daemons offline; true if the table changed
@@ -97,6 +105,10 @@ private:
     ReconnectFn reconnect_;
     Options options_;
     std::function<void()> on_taken_offline_;
+    std::function<void(uint32_t)> on_peer_offline_;
+    // The peers `next` has offline that `prev` had in service.
+    std::vector<uint32_t> newly_offline(const proto::ChainTable& prev, const proto::ChainTable& next) const;
+    void tell_offline(const std::vector<uint32_t>& ranks);
 
     mutable std::mutex mu_;
     proto::ChainTable table_;
@@ -107,7 +119,9 @@ private:
     std::mutex stop_mu_;
     std::condition_variable stop_cv_;
     bool stopping_ = false;
+    std::vector<bool> reconnect_wanted_; // by rank, guarded by stop_mu_
     std::thread thread_;
+    std::thread reconnect_thread_;
 };
 
 } // namespace jobfs::server

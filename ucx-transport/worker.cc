@@ -1617,6 +1617,20 @@ void Endpoint::close() {
     });
 }
 
+void Endpoint::abort(const Status& why) const {
+    auto im = impl_of(state_);
+    if (!im) return;
+    auto st = state_;
+    auto fail = [im, st, why] { im->fail_endpoint(st, why); };
+    // Inside a callback UCX may be progressing this very endpoint: closing it must wait until
+    // progress returns, as for UCX's own error callback (on_ep_error).
+    if (im->held_by_me()) {
+        im->deferred.push_back(fail);
+        return;
+    }
+    im->run_and_nudge([im, fail] { im->deferred.push_back(fail); });
+}
+
 // ---- ServerCall -----------------------------------------------------------------------------
 
 uint16_t ServerCall::opcode() const { return in_->opcode; }

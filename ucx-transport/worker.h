@@ -98,6 +98,11 @@ public:
     const std::string& peer() const;   // "127.0.0.1:7000", or the name given to connect()
     const std::string& peer_name() const; // the name the peer announced in its hello
     void close();                      // flushes and disconnects; later calls fail
+    // Gives up on the peer (it was taken out of service, e.g. cut off by a network partition,
+    // which the connection itself may not notice for minutes): every call in flight on this
+    // connection fails now with `why`, the connection is force-closed, later calls fail.
+    // Any thread, transport callbacks included.
+    void abort(const Status& why) const;
 
 private:
     friend class Worker;

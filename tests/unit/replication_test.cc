@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <csignal>
 #include <cinttypes>
 #include <filesystem>
 #include <fstream>
@@ -437,6 +438,70 @@ TEST(ReplicationFailover, SingleCopyLossGivesPromptErrors) {
         ASSERT_TRUE(m.ok()) << m.status().to_string();
         EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + (i << 20)));
     }
+}
+
+// R=2: a daemon that stops answering without its connections breaking (SIGSTOP: a hung node,
+// or one cut off by a network partition) in the middle of a checkpoint. Once the manager takes
+// it offline, the calls waiting for it fail at once, on the daemons (a chain forward to it) and
+// on the client (a chunk it heads, or a read it was asked for), and are retried on the chains
+// without it: no write or read waits for the 30 s call deadline. After SIGCONT it resyncs and
+// serves again, and every byte reads back exactly.
+TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
+    test::TempDir dir("jobfs-repl-hung");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800",
+                                       "--heartbeat-ms", "100"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    const pid_t hung = (*cluster)->pid(2); // holds chunks and copies; the root's shard is daemon 0's
+    struct Resume {
+        pid_t pid;
+        ~Resume() { ::kill(pid, SIGCONT); } // a stopped daemon would not stop on SIGTERM
+    } resume{hung};
+
+    const size_t piece = 4 << 20, pieces = 24; // 96 MiB
+    const auto data = pattern(piece * pieces, 21);
+    auto f = cl.open("/ckpt", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    ASSERT_TRUE(f.ok());
+    const auto bound = std::chrono::seconds(10); // well below the call deadline (30 s)
+    for (size_t i = 0; i < pieces; ++i) {
+        if (i == pieces / 3) {
+            ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        Status s = cl.pwrite(**f, i * piece, std::span<const uint8_t>(data.data() + i * piece, piece));
+        ASSERT_TRUE(s.ok()) << "piece " << i << ": " << s.to_string();
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, bound) << "piece " << i;
+    }
+    // Reads while it is still stopped: every chunk from the copy that answers.
+    std::vector<uint8_t> back(data.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto n = cl.pread(**f, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    ASSERT_EQ(*n, data.size());
+    EXPECT_TRUE(back == data);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, bound);
+    auto t = cl.chain_table();
+    ASSERT_TRUE(t.ok());
+    ASSERT_EQ(t->states.size(), 3u);
+    EXPECT_EQ(t->states[2], proto::kDaemonOffline);
+
+    // Resumed: it learns that it was left out, resyncs, serves; the data is whole.
+    ASSERT_EQ(::kill(hung, SIGCONT), 0);
+    bool serving = false;
+    for (int i = 0; i < 600 && !serving; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        auto now = cl.chain_table();
+        serving = now.ok() && now->states.size() == 3 && now->states[2] == proto::kDaemonServing;
+    }
+    ASSERT_TRUE(serving) << "daemon 2 never served again";
+    ASSERT_TRUE(cl.close(**f).ok());
+    auto r = cl.open("/ckpt", O_RDONLY);
+    ASSERT_TRUE(r.ok());
+    std::fill(back.begin(), back.end(), 0);
+    n = cl.pread(**r, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_TRUE(back == data);
 }
 
 // ---- resync: a restarted daemon catches up, then serves ----------------------------------
