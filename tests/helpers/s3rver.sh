@@ -13,8 +13,9 @@ s3rver_start() {
   fi
   addr=${3:-127.0.0.1}
   mkdir -p "$1"
+  # (9>&-: not the Slurm tests' cluster lock, which it would hold for as long as it runs.)
   node --openssl-legacy-provider "$S3RVER_DIR/run.js" -d "$1" -a "$addr" -p "$2" --silent \
-    > "$1.log" 2>&1 &
+    > "$1.log" 2>&1 9>&- &
   S3RVER_PID=$!
   i=0
   while ! curl -s -o /dev/null "http://$addr:$2/"; do
@@ -27,10 +28,10 @@ s3rver_start() {
     sleep 0.1
   done
 }
-s3rver_stop() {
+s3rver_stop() { # never fails: it runs in EXIT traps of `set -e` scripts, before their other cleanup
   if [ -n "$S3RVER_PID" ]; then
-    kill "$S3RVER_PID" 2>/dev/null
-    wait "$S3RVER_PID" 2>/dev/null
+    kill "$S3RVER_PID" 2>/dev/null || true
+    wait "$S3RVER_PID" 2>/dev/null || true
   fi
   S3RVER_PID=
 }
