@@ -9,6 +9,10 @@
 
 #include "log.h"
 
+// The session extension (changesets for replication) is declared only with these; Debian's
+// libsqlite3 is built with both (configure checks for sqlite3session_create).
+#define SQLITE_ENABLE_SESSION 1
+#define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -228,8 +232,14 @@ struct MetaShard::Impl {
     std::mutex mu;
     std::string op;  // the running operation, for error messages ("mkdir 'a' in 1")
     std::unordered_map<std::string, sqlite3_stmt*> stmts;
+    // Replication, primary side (start_shipping): the changes of the running transaction are
+    // recorded by `session`, made afresh at each BEGIN.
+    MetaShard::ShipFn ship;
+    uint64_t term = 0;
+    sqlite3_session* session = nullptr;
 
     ~Impl() {
+        if (session) sqlite3session_delete(session);
         for (auto& [sql, s] : stmts) sqlite3_finalize(s);
         if (db) sqlite3_close(db);
     }
@@ -289,19 +299,78 @@ struct MetaShard::Impl {
     }
 
     // One transaction around fn; fn returns Status or Result<T>. Any error rolls back.
+    // With shipping on, the changes are shipped to the replicas before the commit.
     template <class F>
     auto transact(F&& fn) -> decltype(fn()) {
         Status begun = exec("BEGIN IMMEDIATE");
         if (!begun.ok()) return with_op(begun);
+        if (ship) {
+            Status rec = record();
+            if (!rec.ok()) {
+                rollback();
+                return with_op(rec);
+            }
+        }
         auto r = fn();
         if (r.ok()) {
-            Status done = exec("COMMIT");
+            Status shipped = ship ? ship_changes() : Status::OK();
+            Status done = shipped.ok() ? exec("COMMIT") : shipped;
             if (done.ok()) return r;
             rollback();
             return with_op(done);
         }
         rollback();
         return with_op(jobfs_status_of(r));
+    }
+
+    // A new session for the transaction just begun (a session keeps what it recorded, so one
+    // per transaction: a rolled-back body's changes are never shipped later).
+    Status record() {
+        if (session) sqlite3session_delete(session);
+        session = nullptr;
+        int rc = sqlite3session_create(db, "main", &session);
+        if (rc == SQLITE_OK) rc = sqlite3session_attach(session, nullptr); // every table
+        if (rc != SQLITE_OK) return Status(code_of_sqlite(rc), std::string("sqlite: session: ") + sqlite3_errstr(rc));
+        return Status::OK();
+    }
+
+    // The transaction's changes, numbered: the next seq and the term are written into meta
+    // first, so the changeset itself moves every replica's position.
+    Status ship_changes() {
+        if (!session || sqlite3session_isempty(session)) return Status::OK(); // read-only
+        auto at = position_now();
+        if (!at.ok()) return at.status();
+        MetaShard::ReplPosition next{term, at->seq + 1};
+        JOBFS_RETURN_IF_ERROR(put_meta("repl_term", next.term));
+        JOBFS_RETURN_IF_ERROR(put_meta("repl_seq", next.seq));
+        int n = 0;
+        void* buf = nullptr;
+        int rc = sqlite3session_changeset(session, &n, &buf);
+        if (rc != SQLITE_OK) return Status(code_of_sqlite(rc), std::string("sqlite: changeset: ") + sqlite3_errstr(rc));
+        Status s = ship(*at, next, std::span<const uint8_t>(static_cast<const uint8_t*>(buf), size_t(n)));
+        sqlite3_free(buf);
+        return s;
+    }
+
+    Status put_meta(const char* key, uint64_t value) {
+        return run("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                   Text{key}, value);
+    }
+
+    Result<int64_t> meta_value_or(const char* key, int64_t fallback) {
+        auto st = query("SELECT value FROM meta WHERE key = ?", Text{key});
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        return *row ? st->i64(0) : fallback;
+    }
+
+    Result<MetaShard::ReplPosition> position_now() {
+        auto t = meta_value_or("repl_term", 0);
+        if (!t.ok()) return t.status();
+        auto q = meta_value_or("repl_seq", 0);
+        if (!q.ok()) return q.status();
+        return MetaShard::ReplPosition{uint64_t(*t), uint64_t(*q)};
     }
 
     void rollback() {
@@ -1139,12 +1208,27 @@ struct MetaShard::Impl {
     }
 
     // ---- cross-shard steps (docs/design.md) --------------------------------------------
+    // Intent ids come from a counter in meta (next_intent), not from AUTOINCREMENT alone: a
+    // replica's sqlite_sequence is not part of any changeset, and a replica that becomes
+    // primary must never hand out an id a peer may remember as applied. Databases from before
+    // the counter start it past sqlite_sequence.
     Status put_intent(Intent& in) {
-        JOBFS_RETURN_IF_ERROR(run("INSERT INTO intents(op, parent, name, ino, type, new_parent, new_name, "
-                                  "expect_ino, peer) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                  in.op, in.parent, in.name, in.ino, in.type, in.new_parent, in.new_name,
+        auto next = meta_value_or("next_intent", 0);
+        if (!next.ok()) return next.status();
+        int64_t id = *next;
+        if (id == 0) {
+            auto st = query("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'intents'), 0) + 1");
+            if (!st.ok()) return st.status();
+            auto row = st->step();
+            if (!row.ok()) return row.status();
+            id = st->i64(0);
+        }
+        JOBFS_RETURN_IF_ERROR(run("INSERT INTO intents(id, op, parent, name, ino, type, new_parent, new_name, "
+                                  "expect_ino, peer) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  id, in.op, in.parent, in.name, in.ino, in.type, in.new_parent, in.new_name,
                                   in.expect_ino, in.peer));
-        in.id = make_ino(shard_id, uint64_t(sqlite3_last_insert_rowid(db)));
+        JOBFS_RETURN_IF_ERROR(put_meta("next_intent", uint64_t(id) + 1));
+        in.id = make_ino(shard_id, uint64_t(id));
         return Status::OK();
     }
 
@@ -1704,6 +1788,136 @@ Result<Counts> MetaShard::counts() {
     auto dentries = impl_->count("SELECT count(*) FROM dentries");
     if (!dentries.ok()) return impl_->with_op(dentries.status());
     return Counts{*inodes, *dentries};
+}
+
+// ---- replication ---------------------------------------------------------------------------
+
+Status MetaShard::start_shipping(uint64_t term, ShipFn ship) {
+    JOBFS_META_OP("ship changes of shard " + std::to_string(shard_id_));
+    impl_->ship = std::move(ship);
+    impl_->term = term;
+    if (!impl_->ship && impl_->session) {
+        sqlite3session_delete(impl_->session);
+        impl_->session = nullptr;
+    }
+    return Status::OK();
+}
+
+Result<MetaShard::ReplPosition> MetaShard::position() {
+    JOBFS_META_OP("position of shard " + std::to_string(shard_id_));
+    auto at = impl_->position_now();
+    if (!at.ok()) return impl_->with_op(at.status());
+    return at;
+}
+
+namespace {
+// A replica in step with its primary has every row a changeset names exactly as the primary
+// had it: anything else (a conflict, a missing row) means it is not, and must take a snapshot.
+int refuse_conflicts(void*, int, sqlite3_changeset_iter*) { return SQLITE_CHANGESET_ABORT; }
+} // namespace
+
+Status MetaShard::apply_changeset(const ReplPosition& prev, const ReplPosition& at, std::span<const uint8_t> changeset) {
+    JOBFS_META_OP("apply changeset " + std::to_string(at.term) + "/" + std::to_string(at.seq) + " to shard " +
+                  std::to_string(shard_id_));
+    auto mine = impl_->position_now();
+    if (!mine.ok()) return impl_->with_op(mine.status());
+    if (mine->term == at.term && at.seq <= mine->seq) return Status::OK(); // applied before
+    if (!(*mine == prev))
+        return impl_->fail(Code::again, "this replica is at " + std::to_string(mine->term) + "/" +
+                                            std::to_string(mine->seq) + ", the changeset follows " +
+                                            std::to_string(prev.term) + "/" + std::to_string(prev.seq) +
+                                            ": it needs a snapshot");
+    return impl_->transact([&]() -> Status {
+        int rc = sqlite3changeset_apply(impl_->db, int(changeset.size()), const_cast<uint8_t*>(changeset.data()), nullptr,
+                                        refuse_conflicts, nullptr);
+        if (rc == SQLITE_ABORT) return impl_->fail(Code::again, "the changeset does not apply cleanly: it needs a snapshot");
+        if (rc != SQLITE_OK) return Status(code_of_sqlite(rc), std::string("sqlite: apply: ") + sqlite3_errmsg(impl_->db));
+        // The changeset carries the primary's new position (ship_changes): check it arrived.
+        auto now = impl_->position_now();
+        if (!now.ok()) return now.status();
+        if (!(*now == at)) return impl_->fail(Code::protocol, "the changeset did not carry its position");
+        return Status::OK();
+    });
+}
+
+namespace {
+// A private in-memory database: the medium of snapshots (sqlite3_serialize of a WAL database
+// would carry WAL's file format bytes, which an in-memory copy cannot open).
+struct MemDb {
+    sqlite3* db = nullptr;
+    ~MemDb() {
+        if (db) sqlite3_close(db);
+    }
+};
+
+Status copy_db(sqlite3* to, sqlite3* from, const char* what) {
+    sqlite3_backup* b = sqlite3_backup_init(to, "main", from, "main");
+    if (!b) return Status(code_of_sqlite(sqlite3_errcode(to)), std::string("sqlite: ") + what + ": " + sqlite3_errmsg(to));
+    int rc = sqlite3_backup_step(b, -1);
+    int fin = sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE) return Status(code_of_sqlite(rc), std::string("sqlite: ") + what + ": " + sqlite3_errstr(rc));
+    if (fin != SQLITE_OK) return Status(code_of_sqlite(fin), std::string("sqlite: ") + what + ": " + sqlite3_errstr(fin));
+    return Status::OK();
+}
+} // namespace
+
+Result<MetaShard::Snapshot> MetaShard::snapshot() {
+    JOBFS_META_OP("snapshot of shard " + std::to_string(shard_id_));
+    Snapshot snap;
+    auto at = impl_->position_now();
+    if (!at.ok()) return impl_->with_op(at.status());
+    snap.at = *at;
+    MemDb mem;
+    if (sqlite3_open_v2(":memory:", &mem.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+        return impl_->fail(Code::no_memory, "cannot open an in-memory database");
+    Status s = copy_db(mem.db, impl_->db, "snapshot");
+    if (!s.ok()) return impl_->with_op(s);
+    sqlite3_int64 size = 0;
+    unsigned char* image = sqlite3_serialize(mem.db, "main", &size, 0);
+    if (!image) return impl_->fail(Code::no_memory, "cannot serialize the snapshot");
+    snap.image.assign(image, image + size);
+    sqlite3_free(image);
+    // The copy kept the WAL file-format bytes of the source's header; an image in WAL format
+    // cannot be opened from memory. Mark it as a rollback-journal database (the format of
+    // every page is the same; a backup into a WAL database marks it WAL again).
+    if (snap.image.size() >= 100) snap.image[18] = snap.image[19] = 1;
+    return snap;
+}
+
+Status MetaShard::install_snapshot(const Snapshot& snap) {
+    JOBFS_META_OP("install snapshot " + std::to_string(snap.at.term) + "/" + std::to_string(snap.at.seq) +
+                  " into shard " + std::to_string(shard_id_));
+    MemDb mem;
+    if (sqlite3_open_v2(":memory:", &mem.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+        return impl_->fail(Code::no_memory, "cannot open an in-memory database");
+    auto* buf = static_cast<unsigned char*>(sqlite3_malloc64(snap.image.size()));
+    if (!buf && !snap.image.empty()) return impl_->fail(Code::no_memory, "no memory for the snapshot");
+    if (!snap.image.empty()) std::memcpy(buf, snap.image.data(), snap.image.size());
+    int rc = sqlite3_deserialize(mem.db, "main", buf, sqlite3_int64(snap.image.size()), sqlite3_int64(snap.image.size()),
+                                 SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE);
+    if (rc != SQLITE_OK) return impl_->fail(Code::invalid, std::string("not a database image: ") + sqlite3_errstr(rc));
+    // Check it before it replaces anything: this shard's, and at the position it claims.
+    sqlite3_stmt* st = nullptr;
+    int64_t shard = -1, term = 0, seq = 0;
+    if (sqlite3_prepare_v2(mem.db, "SELECT key, value FROM meta WHERE key IN ('shard_id', 'repl_term', 'repl_seq')", -1,
+                           &st, nullptr) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const std::string key(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+            const int64_t v = sqlite3_column_int64(st, 1);
+            if (key == "shard_id") shard = v;
+            else if (key == "repl_term") term = v;
+            else seq = v;
+        }
+    }
+    sqlite3_finalize(st);
+    if (shard != int64_t(shard_id_)) return impl_->fail(Code::invalid, "the snapshot is of shard " + std::to_string(shard));
+    if (uint64_t(term) != snap.at.term || uint64_t(seq) != snap.at.seq)
+        return impl_->fail(Code::protocol, "the snapshot's image is at " + std::to_string(term) + "/" + std::to_string(seq));
+    // The cached statements must not hold the tables while the backup rewrites every page.
+    for (auto& [sql, stmt] : impl_->stmts) sqlite3_reset(stmt);
+    Status s = copy_db(impl_->db, mem.db, "install snapshot");
+    if (!s.ok()) return impl_->with_op(s);
+    return Status::OK();
 }
 
 } // namespace jobfs::server

@@ -28,8 +28,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -297,6 +299,42 @@ public:
     Result<uint64_t> parent_of(uint64_t ino);
 
     Result<Counts> counts();
+
+    // ---- replication of the shard (docs/replication.md, "Metadata shards") ---------------
+    // A replica's place in the shard's stream of changes: changesets are numbered (seq, one
+    // per committed transaction that changed something) and stamped with the term (the chain
+    // table version in which the primary that made them began). Kept in the database, so it
+    // survives restarts and travels with changesets and snapshots.
+    struct ReplPosition {
+        uint64_t term = 0;
+        uint64_t seq = 0;
+        bool operator==(const ReplPosition&) const = default;
+    };
+    // Primary side: from now on every transaction that changes the database hands its
+    // changeset (SQLite's session extension) to `ship`, with the position it moves the shard
+    // from (prev) and to (at), after its body succeeded and before it commits, under the
+    // shard's lock, so changesets go out in commit order. An error from ship rolls the
+    // transaction back and is the operation's error: nothing is committed here that a replica
+    // refused. An empty ship stops it.
+    using ShipFn = std::function<Status(const ReplPosition& prev, const ReplPosition& at,
+                                        std::span<const uint8_t> changeset)>;
+    Status start_shipping(uint64_t term, ShipFn ship);
+    // Follower side: applies a changeset in one transaction if this replica is exactly at
+    // `prev` (Raft's log-matching rule: the same position means the same history). One it has
+    // already applied (at `at` or past it in the same term) is ok and changes nothing. Anything
+    // else (behind, or a history the primary does not share) is refused with Code::again: the
+    // replica needs a snapshot. So is a changeset that does not apply cleanly.
+    Status apply_changeset(const ReplPosition& prev, const ReplPosition& at, std::span<const uint8_t> changeset);
+    // The whole database as one image, and its position (for a replica that is behind).
+    struct Snapshot {
+        ReplPosition at;
+        std::vector<uint8_t> image;
+    };
+    Result<Snapshot> snapshot();
+    // Replaces the whole database with a snapshot of the same shard (another shard's is
+    // refused). Then the replica is at the snapshot's position.
+    Status install_snapshot(const Snapshot& snap);
+    Result<ReplPosition> position();
     // Every regular file of this shard with its size and layout, in inode order (resync walks
     // them to find the chunks a restarted daemon must copy). One query; a shard of a million
     // files is ~40 MB here.

@@ -1035,6 +1035,191 @@ TEST_F(MetaShardTest, ConcurrentCreatesIntoOneDirectory) {
     }
 }
 
+// ---- replication: changesets and snapshots (docs/replication.md, "Metadata shards") -------
+
+// Everything a client could see of a shard whose entries are all local, as text: the tree from
+// the root (names, inodes, attributes but atime, xattrs), the counts and the intent log.
+std::string dump(MetaShard& sh) {
+    std::string out;
+    std::vector<uint64_t> dirs{kRootIno};
+    while (!dirs.empty()) {
+        const uint64_t d = dirs.back();
+        dirs.pop_back();
+        auto a = sh.getattr(d);
+        if (!a.ok()) return "getattr failed: " + a.status().to_string();
+        auto list = sh.readdir(kRoot, d, "", 100000);
+        if (!list.ok()) return "readdir failed: " + list.status().to_string();
+        out += "dir " + std::to_string(d) + " nlink " + std::to_string(a->nlink) + " mtime " + std::to_string(a->mtime_ns) + "\n";
+        for (const auto& e : list->entries) {
+            auto c = sh.getattr(e.ino);
+            if (!c.ok()) return "getattr failed: " + c.status().to_string();
+            out += "  " + e.name + " " + std::to_string(e.ino) + " mode " + std::to_string(c->mode) + " size " +
+                   std::to_string(c->size) + " nlink " + std::to_string(c->nlink) + " ctime " + std::to_string(c->ctime_ns) + "\n";
+            auto xs = sh.listxattr(kRoot, e.ino);
+            if (xs.ok())
+                for (const auto& x : *xs) {
+                    auto v = sh.getxattr(kRoot, e.ino, x);
+                    out += "    xattr " + x + "=" + (v.ok() ? *v : "?") + "\n";
+                }
+            if (e.type == FileType::directory) dirs.push_back(e.ino);
+        }
+    }
+    auto n = sh.counts();
+    if (n.ok()) out += "inodes " + std::to_string(n->inodes) + " dentries " + std::to_string(n->dentries) + "\n";
+    auto in = sh.intents();
+    if (in.ok())
+        for (const auto& i : *in) out += "intent " + std::to_string(i.id) + " " + i.name + "\n";
+    return out;
+}
+
+// A primary shipping to a replica that applies each changeset: after any mix of operations,
+// failed ones included, the replica shows exactly what the primary shows and is at its
+// position. Until the replica took a snapshot it refuses the changesets (it is not in step),
+// and the primary's operation fails with nothing committed.
+TEST_F(MetaShardTest, ChangesetsKeepAReplicaIdenticalAndARefusalRollsBack) {
+    auto rep = MetaShard::open((dir_ / "replica0.db").string(), 0);
+    ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+    MetaShard& r = **rep;
+    int shipped = 0;
+    ASSERT_TRUE(m().start_shipping(7, [&](const MetaShard::ReplPosition& prev, const MetaShard::ReplPosition& at,
+                                          std::span<const uint8_t> cs) {
+                       ++shipped;
+                       return r.apply_changeset(prev, at, cs);
+                   }).ok());
+    // A fresh replica is not in step: refused, rolled back here.
+    auto refused = m().mkdir(kRoot, kRootIno, "a", 0755);
+    EXPECT_EQ(code(refused), Code::again) << refused.status().to_string();
+    EXPECT_EQ(code(m().lookup(kRoot, kRootIno, "a")), Code::not_found);
+    // Reads are never shipped.
+    const int before = shipped;
+    EXPECT_TRUE(m().getattr(kRootIno).ok());
+    EXPECT_EQ(shipped, before);
+
+    auto snap = m().snapshot();
+    ASSERT_TRUE(snap.ok()) << snap.status().to_string();
+    Status installed = r.install_snapshot(*snap);
+    ASSERT_TRUE(installed.ok()) << installed.to_string();
+    EXPECT_EQ(dump(r), dump(m()));
+
+    const uint64_t a = mkdir(kRootIno, "a");
+    const uint64_t f = create(a, "f");
+    ASSERT_TRUE(m().setxattr(kRoot, f, "user.k", "v1", 0).ok());
+    ASSERT_TRUE(m().extend_size(f, 12345).ok());
+    ASSERT_TRUE(m().link(kRoot, f, kRootIno, "hard").ok());
+    ASSERT_TRUE(m().rename(kRoot, a, "f", kRootIno, "g").ok());
+    ASSERT_TRUE(m().symlink(kRoot, a, "s", "../g").ok());
+    const uint64_t b = mkdir(a, "b");
+    create(b, "x");
+    ASSERT_TRUE(m().unlink(kRoot, b, "x").ok());
+    EXPECT_EQ(code(m().mkdir(kRoot, kRootIno, "a", 0755)), Code::exists); // a failure ships nothing
+    Intent in;
+    in.op = IntentOp::rename;
+    in.parent = kRootIno;
+    in.name = "pending";
+    auto id = m().intent_begin(in);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    EXPECT_EQ(dump(r), dump(m()));
+    auto pp = m().position(), rp = r.position();
+    ASSERT_TRUE(pp.ok() && rp.ok());
+    EXPECT_EQ(pp->term, 7u);
+    EXPECT_EQ(*pp, *rp);
+    EXPECT_EQ(pp->seq, 11u); // one per successful change (the refused and failed ones moved nothing)
+
+    // A changeset the replica already has is ok and changes nothing; a gap is refused.
+    struct Shipped {
+        MetaShard::ReplPosition prev, at;
+        std::vector<uint8_t> cs;
+    };
+    std::vector<Shipped> log;
+    ASSERT_TRUE(m().start_shipping(7, [&](const MetaShard::ReplPosition& prev, const MetaShard::ReplPosition& at,
+                                          std::span<const uint8_t> cs) {
+                       log.push_back({prev, at, {cs.begin(), cs.end()}});
+                       return Status::OK(); // the replica misses these
+                   }).ok());
+    create(kRootIno, "missed");
+    create(kRootIno, "missed2");
+    create(kRootIno, "missed3");
+    ASSERT_EQ(log.size(), 3u);
+    EXPECT_EQ(code(r.lookup(kRoot, kRootIno, "missed")), Code::not_found);
+    ASSERT_TRUE(r.apply_changeset(log[0].prev, log[0].at, log[0].cs).ok());
+    EXPECT_TRUE(r.lookup(kRoot, kRootIno, "missed").ok());
+    EXPECT_TRUE(r.apply_changeset(log[0].prev, log[0].at, log[0].cs).ok()); // again: a no-op
+    EXPECT_EQ(code(r.apply_changeset(log[2].prev, log[2].at, log[2].cs)), Code::again); // log[1] missing
+    EXPECT_EQ(code(r.lookup(kRoot, kRootIno, "missed3")), Code::not_found);
+    // A snapshot brings it back in step.
+    snap = m().snapshot();
+    ASSERT_TRUE(snap.ok());
+    ASSERT_TRUE(r.install_snapshot(*snap).ok());
+    EXPECT_EQ(dump(r), dump(m()));
+    EXPECT_TRUE(r.lookup(kRoot, kRootIno, "missed3").ok());
+}
+
+// A replica that becomes primary (a new term) goes on from where the old primary stopped: its
+// inode numbers and intent ids were never handed out by the old one, and its first changeset
+// applies on a replica that followed the old primary (the same history) but not on one that
+// had a change the new primary never got (a history it does not share).
+TEST_F(MetaShardTest, APromotedReplicaContinuesTheHistoryAndRefusesDivergedReplicas) {
+    auto ra = MetaShard::open((dir_ / "replicaA.db").string(), 0);
+    auto rb = MetaShard::open((dir_ / "replicaB.db").string(), 0);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    MetaShard &a = **ra, &b = **rb;
+    auto snap = m().snapshot();
+    ASSERT_TRUE(snap.ok());
+    ASSERT_TRUE(a.install_snapshot(*snap).ok() && b.install_snapshot(*snap).ok());
+    bool to_b = true;
+    ASSERT_TRUE(m().start_shipping(3, [&](const MetaShard::ReplPosition& prev, const MetaShard::ReplPosition& at,
+                                          std::span<const uint8_t> cs) {
+                       JOBFS_RETURN_IF_ERROR(a.apply_changeset(prev, at, cs));
+                       return to_b ? b.apply_changeset(prev, at, cs) : Status::OK();
+                   }).ok());
+    const uint64_t old_file = create(kRootIno, "old");
+    Intent in;
+    in.op = IntentOp::link;
+    in.parent = kRootIno;
+    in.name = "i";
+    auto old_intent = m().intent_begin(in);
+    ASSERT_TRUE(old_intent.ok());
+    ASSERT_TRUE(m().intent_end(*old_intent).ok());
+    to_b = false; // the old primary dies while shipping: A has the last change, B not
+    create(kRootIno, "only-on-a");
+    ASSERT_TRUE(m().start_shipping(3, {}).ok());
+
+    // B becomes primary in term 9, shipping to A (which has a change B lacks): refused.
+    ASSERT_TRUE(b.start_shipping(9, [&](const MetaShard::ReplPosition& prev, const MetaShard::ReplPosition& at,
+                                        std::span<const uint8_t> cs) { return a.apply_changeset(prev, at, cs); }).ok());
+    auto refused = b.create(kRoot, kRootIno, "new", 0644, true);
+    EXPECT_EQ(code(refused), Code::again);
+    // After A took B's snapshot, B's changes apply on A.
+    auto bs = b.snapshot();
+    ASSERT_TRUE(bs.ok());
+    ASSERT_TRUE(a.install_snapshot(*bs).ok());
+    EXPECT_EQ(code(a.lookup(kRoot, kRootIno, "only-on-a")), Code::not_found); // not acknowledged: gone
+    auto made = b.create(kRoot, kRootIno, "new", 0644, true);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    EXPECT_GT(made->ino, old_file);
+    auto new_intent = b.intent_begin(in);
+    ASSERT_TRUE(new_intent.ok());
+    EXPECT_GT(*new_intent, *old_intent);
+    EXPECT_EQ(dump(a), dump(b));
+    auto pa = a.position();
+    ASSERT_TRUE(pa.ok());
+    EXPECT_EQ(pa->term, 9u);
+}
+
+// A snapshot of another shard is refused and changes nothing.
+TEST_F(MetaShardTest, SnapshotOfAnotherShardIsRefused) {
+    auto other = MetaShard::open(db_path(4), 4);
+    ASSERT_TRUE(other.ok());
+    auto snap = (*other)->snapshot();
+    ASSERT_TRUE(snap.ok());
+    const uint64_t keep = create(kRootIno, "keep");
+    EXPECT_EQ(code(m().install_snapshot(*snap)), Code::invalid);
+    EXPECT_EQ(attr(keep).ino, keep);
+    MetaShard::Snapshot junk{{0, 0}, {1, 2, 3}};
+    EXPECT_NE(code(m().install_snapshot(junk)), Code::ok);
+    EXPECT_TRUE(m().lookup(kRoot, kRootIno, "keep").ok());
+}
+
 } // namespace
 } // namespace jobfs::server
 
