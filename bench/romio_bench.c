@@ -1,5 +1,5 @@
 /* romio_bench.c: a shared checkpoint through MPI-IO, as bench/mpiio-ckpt runs it under mpirun.
- *   jobfs-bench-romio FILE TOTAL_MIB [BLOCK_MIB [contig|subarray]]
+ *   jobfs-bench-romio FILE TOTAL_MIB [BLOCK_MIB [contig|subarray [cold]]]
  * contig (default): each of the N ranks writes its contiguous TOTAL/N share of FILE with
  *   MPI_File_write_at_all calls of BLOCK_MIB (default 16) MiB.
  * subarray: the file is a series of 2-D arrays of 8-byte elements, one per step; the ranks
@@ -8,14 +8,16 @@
  *   MPI_File_write_all: every rank's data interleaves with its neighbours' in every row, so
  *   this is the case two-phase collective I/O exists for.
  * Then MPI_File_sync and close: the write time runs from the open to the end of the close on
- * the slowest rank. The same is read back (read_at_all / read_all) and checked. Rank 0
- * prints "write MB/s X" and "read MB/s Y" (MB = 10^6 bytes). Hints: cb_nodes = N,
+ * the slowest rank. The same is read back (read_at_all / read_all) and checked; with `cold`,
+ * again after rank 0 dropped the page cache (root). Rank 0 prints "write MB/s X", "read MB/s
+ * Y" and "read-cold MB/s Z" (MB = 10^6 bytes). Hints: cb_nodes = N,
  * cb_config_list *:*, cb_buffer_size = BLOCK. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void die(int rc, const char *what)
 {
@@ -32,6 +34,48 @@ static void fill(uint64_t *p, size_t n, uint64_t off)
     for (size_t i = 0; i < n; i++) p[i] = (off / 8 + i) * 0x9E3779B97F4A7C15ull;
 }
 
+/* Reads the checkpoint back as it was written and checks every block: the read time (open to
+ * the end of the close on the slowest rank) and, in *bad, the blocks that differ. */
+static double read_back(const char *file, MPI_Info info, int subarray, MPI_Datatype tile, int rank, int rounds,
+                        MPI_Offset share, MPI_Offset step_bytes, int block, uint64_t *buf, uint64_t *back, long *bad)
+{
+    MPI_File fh;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    CHECK(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDONLY, info, &fh), "open for reading");
+    for (int k = 0; k < rounds; k++) {
+        MPI_Offset off = rank * share + (MPI_Offset)k * block;
+        if (subarray) {
+            CHECK(MPI_File_set_view(fh, k * step_bytes, MPI_UINT64_T, tile, "native", info), "set_view");
+            CHECK(MPI_File_read_all(fh, back, block / 8, MPI_UINT64_T, MPI_STATUS_IGNORE), "read_all");
+            fill(buf, block / 8, (uint64_t)(k * step_bytes + rank * (MPI_Offset)block));
+        } else {
+            CHECK(MPI_File_read_at_all(fh, off, back, block, MPI_BYTE, MPI_STATUS_IGNORE), "read_at_all");
+            fill(buf, block / 8, (uint64_t)off);
+        }
+        *bad += memcmp(buf, back, block) != 0;
+    }
+    CHECK(MPI_File_close(&fh), "close");
+    MPI_Barrier(MPI_COMM_WORLD);
+    return MPI_Wtime() - t0;
+}
+
+/* Empties the page cache (rank 0, as root) so that the next read comes from the disks: what a
+ * restart after a failure reads. */
+static void drop_caches(int rank)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        sync();
+        FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+        if (!f || fputs("3\n", f) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "jobfs-bench-romio: cannot drop the page cache (needs root)\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     int rank, nprocs;
@@ -46,6 +90,7 @@ int main(int argc, char **argv)
     const MPI_Offset total = (MPI_Offset)atoll(argv[2]) << 20;
     const int block = (argc > 3 ? atoi(argv[3]) : 16) << 20;
     const int subarray = argc > 4 && !strcmp(argv[4], "subarray");
+    const int cold = argc > 5 && !strcmp(argv[5], "cold");
     if (argc > 4 && !subarray && strcmp(argv[4], "contig")) {
         if (rank == 0) fprintf(stderr, "jobfs-bench-romio: pattern is contig or subarray\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -94,24 +139,12 @@ int main(int argc, char **argv)
     double tw = MPI_Wtime() - t0;
 
     long bad = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    t0 = MPI_Wtime();
-    CHECK(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDONLY, info, &fh), "open for reading");
-    for (int k = 0; k < rounds; k++) {
-        MPI_Offset off = rank * share + (MPI_Offset)k * block;
-        if (subarray) {
-            CHECK(MPI_File_set_view(fh, k * step_bytes, MPI_UINT64_T, tile, "native", info), "set_view");
-            CHECK(MPI_File_read_all(fh, back, block / 8, MPI_UINT64_T, MPI_STATUS_IGNORE), "read_all");
-            fill(buf, block / 8, (uint64_t)(k * step_bytes + rank * (MPI_Offset)block));
-        } else {
-            CHECK(MPI_File_read_at_all(fh, off, back, block, MPI_BYTE, MPI_STATUS_IGNORE), "read_at_all");
-            fill(buf, block / 8, (uint64_t)off);
-        }
-        bad += memcmp(buf, back, block) != 0;
+    double tr = read_back(file, info, subarray, tile, rank, rounds, share, step_bytes, block, buf, back, &bad);
+    double tc = 0;
+    if (cold) {
+        drop_caches(rank);
+        tc = read_back(file, info, subarray, tile, rank, rounds, share, step_bytes, block, buf, back, &bad);
     }
-    CHECK(MPI_File_close(&fh), "close");
-    MPI_Barrier(MPI_COMM_WORLD);
-    double tr = MPI_Wtime() - t0;
     long allbad = 0;
     MPI_Reduce(&bad, &allbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
@@ -120,6 +153,7 @@ int main(int argc, char **argv)
                subarray ? "2-D subarray tiles" : "contiguous blocks", block >> 20);
         printf("write MB/s %.1f\n", mb / tw);
         printf("read MB/s %.1f\n", mb / tr);
+        if (cold) printf("read-cold MB/s %.1f\n", mb / tc);
         printf("verified: %s\n", allbad ? "NO" : "yes");
     }
     MPI_Type_free(&tile);
