@@ -12,7 +12,8 @@ server_libjobfs_server_la_SOURCES = \
 	server/meta_shard.h server/meta_shard.cc \
 	server/meta_wire.h \
 	server/meta_coordinator.h server/meta_coordinator.cc \
-	server/meta_service.h server/meta_service.cc
+	server/meta_service.h server/meta_service.cc \
+	server/rename_lock.h server/rename_lock.cc
 server_libjobfs_server_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(SQLITE_CFLAGS) $(ISAL_CFLAGS) $(PMIX_CFLAGS)
 server_libjobfs_server_la_LIBADD = ucx-transport/libjobfs_transport.la $(SQLITE_LIBS) $(ISAL_LIBS) $(BOOST_PO_LIBS) $(PMIX_LIBS)
 

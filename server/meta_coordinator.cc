@@ -495,6 +495,8 @@ Result<RenameResult> MetaCoordinator::rename(const Cred& cred, uint64_t old_pare
         }
     }
 
+    if (after_rename_checks_for_test) after_rename_checks_for_test();
+
     Intent in;
     in.op = IntentOp::rename;
     in.parent = old_parent;

@@ -58,6 +58,10 @@ public:
     // another runs returns at once.
     void resume();
 
+    // Tests only: runs in rename between its checks (the loop check included) and its first
+    // change, to hold a rename there while another runs (MetaServiceTest).
+    std::function<void()> after_rename_checks_for_test;
+
     // ---- the steps, here or on the shard that owns the object ----------------------------
     Result<Attr> getattr_at(uint64_t ino);
     Result<std::optional<DirEntry>> dentry_at(const Cred& cred, uint64_t parent, const std::string& name);

@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <optional>
+
 #include "daemon_protocol.h"
 #include "log.h"
 #include "server/meta_wire.h"
@@ -42,7 +44,8 @@ Result<proto::Attr> attr_out(const Result<T>& r) {
 MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, uint32_t daemons, PeerFn peer,
                          boost::asio::thread_pool& pool)
     : coordinator_(std::make_shared<MetaCoordinator>(shard, rank, daemons, peer)),
-      coord_pool_(std::make_shared<boost::asio::thread_pool>(kCoordinatorThreads)) {
+      coord_pool_(std::make_shared<boost::asio::thread_pool>(kCoordinatorThreads)),
+      rename_lock_(std::make_shared<RenameLock>(w, rank, peer)) {
     auto co = coordinator_;
     auto cpool = coord_pool_;
     MetaShard& sh = shard;
@@ -94,7 +97,16 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
     serve_on_pool<proto::Rmdir>(w, *cpool, [co](const proto::NameRequest& r) {
         return co->rmdir(from_wire(r.cred), r.parent, r.name);
     });
-    serve_on_pool<proto::Rename>(w, *cpool, [co](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+    auto renames = rename_lock_;
+    serve_on_pool<proto::Rename>(w, *cpool, [co, renames](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+        // Between two directories: under the file system's rename lock, from before the loop
+        // check to the end (rename_lock.h).
+        std::optional<RenameLock::Held> held;
+        if (r.old_parent != r.new_parent) {
+            auto h = renames->acquire();
+            if (!h.ok()) return h.status();
+            held.emplace(std::move(*h));
+        }
         auto res = co->rename(from_wire(r.cred), r.old_parent, r.old_name, r.new_parent, r.new_name, r.flags);
         if (!res.ok()) return res.status();
         proto::RenameResponse out;

@@ -20,6 +20,7 @@
 
 #include "server/meta_coordinator.h"
 #include "server/meta_shard.h"
+#include "server/rename_lock.h"
 #include "worker.h"
 
 namespace jobfs::server {
@@ -47,9 +48,12 @@ public:
     // connected.
     void resume_intents();
 
+    MetaCoordinator& coordinator_for_test() { return *coordinator_; }
+
 private:
     std::shared_ptr<MetaCoordinator> coordinator_;
     std::shared_ptr<boost::asio::thread_pool> coord_pool_;
+    std::shared_ptr<RenameLock> rename_lock_; // renames between directories (daemon 0 holds it)
 };
 
 } // namespace jobfs::server

@@ -415,6 +415,12 @@ struct ParentResponse {
     JOBFS_FIELDS(parent)
 };
 
+// The file system's rename lock, held by daemon 0 (server/rename_lock.h).
+struct RenameLockRequest {
+    uint64_t token = 0; // the holder's: daemon rank << 48 | a counter
+    JOBFS_FIELDS(token)
+};
+
 JOBFS_RPC(Getattr, 48, InoRequest, Attr);
 JOBFS_RPC(Lookup, 49, NameRequest, Attr);
 JOBFS_RPC(Create, 50, CreateRequest, Attr);
@@ -442,6 +448,8 @@ JOBFS_RPC(PeerAdjustNlink, 84, NlinkRequest, UnlinkResponse);
 JOBFS_RPC(PeerAbortStep, 85, StepRequest, StepResult);
 JOBFS_RPC(PeerSetParent, 86, SetParentRequest, Empty);
 JOBFS_RPC(PeerParent, 87, InoRequest, ParentResponse);
+JOBFS_RPC(RenameLockAcquire, 88, RenameLockRequest, Empty);
+JOBFS_RPC(RenameLockRelease, 89, RenameLockRequest, Empty);
 
 inline uint32_t shard_of(uint64_t ino) { return static_cast<uint32_t>(ino >> 48); }
 

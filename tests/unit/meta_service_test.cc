@@ -409,6 +409,65 @@ TEST_F(MetaServiceTest, ConcurrentCrossShardRenamesLoseNoFile) {
     EXPECT_TRUE(no_intents());
 }
 
+// `mv /a /b/` and `mv /b /a/` at the same time, both through daemon 0 (the root's shard), with
+// the first held after its loop check until the second is done (a hook in the coordinator):
+// without the rename lock both passed their checks and together made a loop cut off from the
+// root. Now the second waits for the first and its check sees the first's move: exactly one
+// succeeds, the other is refused with EINVAL, and both directories still reach the root.
+TEST_F(MetaServiceTest, ConcurrentDirectoryMovesCannotMakeALoop) {
+    uint64_t a = 0, b = 0;
+    for (int i = 0; i < 100 && !(a && b); ++i) {
+        const std::string n = "m" + std::to_string(i);
+        if (MetaService::place_directory(1, n, kDaemons) == 0) continue; // not through the coordinator
+        auto d = mkdir(1, n);
+        ASSERT_TRUE(d.ok()) << d.status().to_string();
+        (a ? b : a) = d->ino;
+    }
+    ASSERT_TRUE(a && b);
+    auto name_of = [&](uint64_t ino) {
+        for (int i = 0; i < 100; ++i) {
+            auto l = lookup(1, "m" + std::to_string(i));
+            if (l.ok() && l->ino == ino) return "m" + std::to_string(i);
+        }
+        return std::string();
+    };
+    const std::string na = name_of(a), nb = name_of(b);
+    std::promise<void> first_checked, second_done;
+    auto checked = first_checked.get_future();
+    auto done = second_done.get_future().share();
+    std::atomic<int> calls{0};
+    daemons[0]->service->coordinator_for_test().after_rename_checks_for_test = [&] {
+        if (calls.fetch_add(1) != 0) return;
+        first_checked.set_value();
+        done.wait_for(3s); // the second rename ends first, if it can
+    };
+    Result<proto::RenameResponse> r1 = Status(Code::internal, "not run"), r2 = r1;
+    std::thread t1([&] { r1 = rename(1, na, b, na); });
+    ASSERT_EQ(checked.wait_for(10s), std::future_status::ready);
+    std::thread t2([&] {
+        r2 = rename(1, nb, a, nb);
+        second_done.set_value();
+    });
+    t1.join();
+    t2.join();
+    daemons[0]->service->coordinator_for_test().after_rename_checks_for_test = nullptr;
+    EXPECT_NE(r1.ok(), r2.ok()) << "first: " << r1.status().to_string() << "; second: " << r2.status().to_string();
+    const Status& refused = r1.ok() ? r2.status() : r1.status();
+    EXPECT_EQ(refused.code(), Code::invalid) << refused.to_string();
+    auto reaches_root = [&](uint64_t ino) {
+        for (int depth = 0; depth < 10; ++depth) {
+            if (ino == 1) return true;
+            auto p = rpc::call<proto::PeerParent>(at(ino), proto::InoRequest{ino});
+            if (!p.ok()) return false;
+            ino = p->parent == 0 ? 1 : p->parent;
+        }
+        return false;
+    };
+    EXPECT_TRUE(reaches_root(a));
+    EXPECT_TRUE(reaches_root(b));
+    EXPECT_TRUE(no_intents());
+}
+
 // ---- crash safety: intents left in the log are finished or undone by resume ---------------
 
 TEST_F(MetaServiceTest, ResumeFinishesARenameLoggedBeforeACrash) {
