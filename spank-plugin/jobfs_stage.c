@@ -5,8 +5,8 @@
  * pass them as job control variables, jobfs_stage_pass_credentials). docs/slurm.md says why.
  *
  * The nodes' prologs (and epilogs) are not synchronised with each other, so each node writes
- * how its share ended into the job's file system (/.jobfs-stage/in.NODE or out.NODE: "ok" or
- * the error) and waits until every node has written one:
+ * how its share ended into the job's file system (/.jobfs-stage/in.NODE or out.NODE, a
+ * symbolic link to "ok" or the error) and waits until every node has written one:
  *  - stage-in: a node whose share failed fails the job on every node (each prolog records the
  *    first failure it reads, and every step, the batch step included, fails with it before
  *    any user code runs);
@@ -15,6 +15,10 @@
  *    are spread over all).
  * Only jobfs is shared between the nodes (their /tmp may be private), and the markers go
  * through the node's FUSE mount, which does not cache missing names (jobfs_fuse.cc).
+ * A node that crashed never marks (Slurm runs no epilog there): while a mark is missing, the
+ * waiting node asks slurmctld now and then whether that node is down, and counts its share
+ * as failed if so (slurm_load_node_single comes from the Slurm process that loaded the
+ * plugin, as in jobfs_leftovers.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +32,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
 
 #include "jobfs_spank.h"
 
@@ -196,8 +203,12 @@ out:
 	return rc;
 }
 
-/* This node's outcome, for the other nodes: mount/.jobfs-stage/KIND.NODE, written whole
- * (jobfs_write_file renames a temporary into place) so that a reader never sees half of it. */
+/* This node's outcome, for the other nodes: mount/.jobfs-stage/KIND.NODE, a symbolic link whose
+ * target is the text. One metadata operation, on the daemon that holds .jobfs-stage, makes it
+ * whole (a reader never sees half of it), and no file data is written: a regular file's bytes
+ * may belong on a node of the job that has crashed, and such a write waits for the client's
+ * timeout and fails (seen in slurm_test.sh, "node failure"), so the others would wait for a
+ * mark that never comes from a node that is up. */
 static int mark(const struct jobfs_job *job, const char *kind, const char *text)
 {
 	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
@@ -219,33 +230,89 @@ static int mark(const struct jobfs_job *job, const char *kind, const char *text)
 	if (chown(dir, job->uid, job->gid) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/%s.%" PRIu32, dir, kind, job->node_index);
-	return jobfs_write_file(path, text, 0644, job->uid, job->gid);
+	if (symlink(text, path) != 0 && (errno != EEXIST || unlink(path) != 0 || symlink(text, path) != 0))
+		return -1;
+	return lchown(path, job->uid, job->gid); /* the file system is the job user's */
+}
+
+/* A node's mark: its text in buf; -1 with errno ENOENT while the node has not written it. */
+static int read_mark(const char *path, char *buf, size_t len)
+{
+	ssize_t n = readlink(path, buf, len - 1);
+
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* How often a node waiting for a peer's mark asks slurmctld whether that peer is down: one
+ * small RPC per waiting node, not one per 200 ms poll (slurmctld serves the whole cluster). */
+#define NODE_CHECK_S 5
+
+/* Whether slurmctld says `node` is down, i.e. will never mark: its epilog (or prolog) does not
+ * run. Only the base state DOWN counts: a crashed node is marked DOWN (SlurmdTimeout, or the
+ * admin), which ends the job with NODE_FAIL. NO_RESPOND alone is a node slurmctld has not
+ * heard from lately, which may still answer and mark; FAIL and DRAIN only refuse new work,
+ * the node's epilog runs as usual. A node slurmctld does not answer about is not down (said
+ * once in the log, `told`, as the wait goes on). */
+static bool node_down(const struct jobfs_job *job, const char *node, bool *told)
+{
+	node_info_msg_t *msg = NULL;
+	bool down = false;
+	uint32_t i;
+
+	if (slurm_load_node_single(&msg, (char *)node, SHOW_ALL) != SLURM_SUCCESS) {
+		if (!*told)
+			slurm_info("spank_jobfs: job %" PRIu32 ": cannot ask slurmctld whether node %s is down (%s); "
+				   "waiting for its mark", job->id, node, slurm_strerror(slurm_get_errno()));
+		*told = true;
+		return false;
+	}
+	for (i = 0; i < msg->record_count; i++)
+		if (msg->node_array[i].name && !strcmp(msg->node_array[i].name, node) &&
+		    (msg->node_array[i].node_state & NODE_STATE_BASE) == NODE_STATE_DOWN)
+			down = true;
+	slurm_free_node_info_msg(msg);
+	return down;
 }
 
 /* Waits until every node has marked KIND: 0 if all are "ok"; -1 with the first failure.
  * A stage-out reads every mark even after a failure: a node that leaves now may hold the
  * metadata of a mark another node still has to read. A stage-in stops at the first failure:
  * the job ends then, and the sooner its prologs are done the fewer of them read a mark while
- * another node's epilog stops its daemon (such a read waits for that daemon). */
+ * another node's epilog stops its daemon (such a read waits for that daemon). A node that
+ * slurmctld says is down counts as a failure (its mark would never come), named in `err`. */
 static int wait_all(const struct jobfs_context *ctx, const char *kind, char *err, size_t errlen)
 {
 	bool every = strcmp(kind, "in") != 0;
 
 	const struct jobfs_job *job = &ctx->job;
-	double deadline = now_s() + ctx->config.stage_timeout_s;
+	double deadline = now_s() + ctx->config.stage_timeout_s, check_at = now_s() + NODE_CHECK_S;
 	char path[PATH_MAX + 64], text[JOBFS_MSG_MAX];
+	char **hosts = NULL;
+	size_t count = 0;
+	bool told = false;
 	uint32_t next = 0;
 	int rc = 0;
 
+	/* The names slurmctld knows the nodes by (the prolog's list, kept in the state directory
+	 * for the epilog); without them (a state written by an older plugin) only stage_timeout
+	 * ends the wait for a node that is gone. */
+	if (jobfs_hostlist_expand(job->nodelist, &hosts, &count) != 0 || count != job->node_count) {
+		jobfs_hostlist_free(hosts, count);
+		hosts = NULL;
+		count = 0;
+	}
 	while (next < job->node_count) {
 		snprintf(path, sizeof(path), "%s/" MARK_DIR "/%s.%" PRIu32, job->mount, kind, next);
-		if (jobfs_read_file(path, text, sizeof(text)) >= 0) {
+		if (read_mark(path, text, sizeof(text)) == 0) {
 			text[strcspn(text, "\n")] = '\0';
 			if (strcmp(text, "ok") != 0 && rc == 0) {
 				snprintf(err, errlen, "%s", text);
 				rc = -1;
 				if (!every)
-					return rc;
+					goto out;
 			}
 			next++;
 			continue;
@@ -253,16 +320,35 @@ static int wait_all(const struct jobfs_context *ctx, const char *kind, char *err
 		if (errno != ENOENT) {
 			if (rc == 0)
 				snprintf(err, errlen, "stage-%s: cannot read %s: %s", kind, path, strerror(errno));
-			return -1;
+			rc = -1;
+			goto out;
 		}
 		if (now_s() > deadline) {
 			if (rc == 0)
 				snprintf(err, errlen, "stage-%s: node %" PRIu32 " of the job did not finish its share "
 					 "within stage_timeout (%u s)", kind, next, ctx->config.stage_timeout_s);
-			return -1;
+			rc = -1;
+			goto out;
+		}
+		if (count && now_s() >= check_at) {
+			check_at = now_s() + NODE_CHECK_S;
+			if (node_down(job, hosts[next], &told)) {
+				slurm_info("spank_jobfs: job %" PRIu32 ": node %s is down: its stage-%s mark will not come",
+					   job->id, hosts[next], kind);
+				if (rc == 0)
+					snprintf(err, errlen, "stage-%s: node %s of the job is down (its share was not "
+						 "copied)", kind, hosts[next]);
+				rc = -1;
+				if (!every)
+					goto out;
+				next++;
+				continue;
+			}
 		}
 		usleep(200000);
 	}
+out:
+	jobfs_hostlist_free(hosts, count);
 	return rc;
 }
 

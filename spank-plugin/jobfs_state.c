@@ -114,11 +114,11 @@ int jobfs_state_write(const struct jobfs_job *job, const struct jobfs_request *r
 	int rc;
 
 	if (asprintf(&text,
-		     "id=%" PRIu32 "\nuid=%u\ngid=%u\nuser=%s\nnode=%s\nnode_index=%" PRIu32 "\nnode_count=%" PRIu32
-		     "\nport=%u\ndata_dir=%s\nmount=%s\ncluster_file=%s\ncreated_mount=%d\njobfsd_pid=%d\n"
-		     "fuse_pid=%d\nstage_in=%s\nstage_out=%s\n",
-		     job->id, (unsigned)job->uid, (unsigned)job->gid, job->user, job->node, job->node_index,
-		     job->node_count, (unsigned)job->port, job->data_dir, job->mount, job->cluster_file,
+		     "id=%" PRIu32 "\nuid=%u\ngid=%u\nuser=%s\nnode=%s\nnodelist=%s\nnode_index=%" PRIu32
+		     "\nnode_count=%" PRIu32 "\nport=%u\ndata_dir=%s\nmount=%s\ncluster_file=%s\ncreated_mount=%d\n"
+		     "jobfsd_pid=%d\nfuse_pid=%d\nstage_in=%s\nstage_out=%s\n",
+		     job->id, (unsigned)job->uid, (unsigned)job->gid, job->user, job->node, job->nodelist,
+		     job->node_index, job->node_count, (unsigned)job->port, job->data_dir, job->mount, job->cluster_file,
 		     job->created_mount ? 1 : 0, (int)job->jobfsd_pid, (int)job->fuse_pid,
 		     req->stage_in ? req->stage_in : "", req->stage_out ? req->stage_out : "") < 0)
 		return -1;
@@ -156,6 +156,7 @@ int jobfs_state_read(const char *job_dir, struct jobfs_job *job, struct jobfs_re
 		else if (!strcmp(line, "gid")) job->gid = (gid_t)strtoul(v, NULL, 10);
 		else if (!strcmp(line, "user")) copy_value(job->user, sizeof(job->user), v);
 		else if (!strcmp(line, "node")) copy_value(job->node, sizeof(job->node), v);
+		else if (!strcmp(line, "nodelist")) copy_value(job->nodelist, sizeof(job->nodelist), v);
 		else if (!strcmp(line, "node_index")) job->node_index = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(line, "node_count")) job->node_count = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(line, "port")) job->port = (uint16_t)strtoul(v, NULL, 10);

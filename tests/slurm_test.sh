@@ -5,9 +5,9 @@
 # mount's owner and mode, refusals (another user's mount, descriptor and daemons), the failure
 # message of a daemon that cannot start, and that every job leaves no daemon, no mount and no
 # data on any node: after srun, sbatch, salloc, scancel, a time limit and (on the nodes that
-# survive it) the crash of a peer node, whose leftovers the node's next jobfs prolog removes;
-# and data staged in from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed
-# stage-in included.
+# survive it) the crash of a peer node, whose leftovers the node's next jobfs prolog removes
+# and whose stage-out share the survivors report as failed at once, naming it; and data staged
+# in from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed stage-in included.
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
 # The nodes talk over the test bridge: not make check's loopback-only UCX setting (tests/local.mk).
@@ -96,14 +96,17 @@ wait_for() { # SECONDS CMD...: until CMD succeeds
   return 1
 }
 # Nothing of job ID left on its nodes (all three unless named): no mount, no jobfsd or
-# jobfs-fuse, no data, no state; and none of those nodes drained or down.
+# jobfs-fuse, no data, no state; and none of those nodes drained or down. With kept_data=1
+# (a failed stage-out) the data must be there instead.
 clean() { # JOBID [K...]
   local id=$1 k bad=0 nodes="${*:2}"
   nodes=${nodes:-1 2 3}
   wait_gone "$id" || return 1
   for k in $nodes; do
     if grep -q " /tmp/jobfs-mnt/$id " "/proc/$(slurmd_pid $k)/mounts"; then echo "# n$k: mount of job $id left"; bad=1; fi
-    if [ -e "$D/tmp/n$k/jobfs-data/job-$id" ]; then echo "# n$k: data of job $id left"; bad=1; fi
+    if [ "${kept_data:-0}" = 1 ]; then
+      if [ ! -d "$D/tmp/n$k/jobfs-data/job-$id" ]; then echo "# n$k: data of job $id not kept"; bad=1; fi
+    elif [ -e "$D/tmp/n$k/jobfs-data/job-$id" ]; then echo "# n$k: data of job $id left"; bad=1; fi
     if [ -e "$D/tmp/n$k/jobfs-state/$id" ]; then echo "# n$k: state of job $id left"; bad=1; fi
   done
   # A node drained by a failed prolog/epilog (or a task Slurm could not kill) would leave every
@@ -309,9 +312,9 @@ fi
 . "$srcdir/tests/helpers/s3rver.sh"
 s3port=$((43000 + $$ % 2000))
 EP=http://10.78.0.1:$s3port
+s3curl() { curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$@"; }
 if s3rver_start "$D/s3" "$s3port" 10.78.0.1; then
   echo "ok - s3rver starts on 10.78.0.1:$s3port (the nodes' bridge)"
-  s3curl() { curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user S3RVER:S3RVER -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$@"; }
   s3curl -X PUT "$EP/inbkt" && s3curl -X PUT "$EP/outbkt" || echo "# buckets not created"
   # 40 objects under nested prefixes (one of 6 MiB), put there by jobfs stage-out from a local tree.
   python3 - "$OUT/stage-src" <<'PY'
@@ -394,16 +397,23 @@ fi
 # test then marks n2 down, as SlurmdTimeout (60 s) would, and Slurm ends the job with NODE_FAIL:
 # n1 and n3 run their epilogs with their peer gone, while their tasks were writing and reading
 # files whose chunks are on every node.
+# The job also stages /out out: n2's share is never copied and n2 never marks it, so n1's and
+# n3's epilogs must not wait for that mark (for stage_timeout, a day) but ask slurmctld, find n2
+# down, fail the stage-out naming n2 and keep their data. (replicas=2: the survivors' own
+# shares and marks then do not need n2's chunks, and n2's missing share is the one failure.)
 wait_gone "$limit" >/dev/null # (the time-limit job must not be on n2 when it dies)
+s3rver_start "$D/s3" "$s3port" 10.78.0.1 && s3curl -X PUT "$EP/crashbkt" ||
+  { echo "not ok - s3rver starts again for the node failure case"; fails=$((fails + 1)); }
 # (--no-requeue: a batch job is requeued after a node failure by default; this one ends.)
 cat > "$OUT/crash.sh" <<'EOS'
 #!/bin/bash
-#SBATCH -N3 --ntasks-per-node=1 --jobfs --no-requeue
-srun bash -c 'h=$(hostname); i=0
+#SBATCH -N3 --ntasks-per-node=1 --jobfs=replicas=2 --no-requeue
+#SBATCH --jobfs-stage-out=/out/:s3://crashbkt/crash/
+srun bash -c 'h=$(hostname); i=0; mkdir -p $JOBFS_MOUNT/out; for f in a b c d; do echo "$h $f" > $JOBFS_MOUNT/out/$h.$f; done
   while :; do i=$((i + 1)); head -c 4000000 /dev/urandom > $JOBFS_MOUNT/$h.$((i % 4)); cat $JOBFS_MOUNT/n*.[0-3] > /dev/null
     [ $i -eq 3 ] && touch $SLURM_SUBMIT_DIR/crash-$SLURM_JOB_ID.$h; done'
 EOS
-cjob=$(as $UA sbatch --parsable -o "$OUT/crash-%j.out" "$OUT/crash.sh")
+cjob=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable -o "$OUT/crash-%j.out" "$OUT/crash.sh")
 crash_wrote() { local h; for h in n1 n2 n3; do [ -e "$OUT/crash-$cjob.$h" ] || return 1; done; }
 check "node failure: a 3-node job writes and reads through its mount on every node" wait_for 60 crash_wrote
 n2_dead() { [ -z "$(ip netns pids jobfs-n2)" ]; }
@@ -414,13 +424,42 @@ check "node failure: n2 crashed (its link down, no process left in it)" wait_for
 scontrol update nodename=n2 state=down reason=crash
 t0=$(date +%s)
 check "node failure: Slurm ended the job (NODE_FAIL)" wait_for 5 grep -q "JobId=$cjob .*NODE_FAIL\|Killing JobId=$cjob on failed node n2" "$D/log/slurmctld.log"
-check "node failure: n1 and n3 tore the job down: no daemon, mount, data or state left, not drained" clean "${cjob:-0}" 1 3
+clean_kept() { kept_data=1 clean "$@"; }
+check "node failure: n1 and n3 tore the job down: no daemon, mount or state left, the data kept (failed stage-out), not drained" \
+  clean_kept "${cjob:-0}" 1 3
 t1=$(date +%s)
 echo "# node failure: job $cjob gone $((t1 - t0)) s after n2 was marked down"
 # (A task whose FUSE request waits for n2 ends when the client's call times out (30 s); then
-# the epilog stops jobfs-fuse (5 s) and jobfsd (10 s). A step that outlasts UnkillableStepTimeout
-# (60 s) drains its node, which clean() reports.)
+# the stage-out (n2's mark: slurmctld is asked every 5 s), 5 s of grace, and the epilog stops
+# jobfs-fuse (5 s) and jobfsd (10 s). A step that outlasts UnkillableStepTimeout (60 s) drains
+# its node, which clean() reports. Without the question to slurmctld the epilogs would wait
+# for n2's mark until stage_timeout, a day.)
 check "node failure: the survivors' teardown ended within 90 s" test $((t1 - t0)) -le 90
+crash_stage_failed() { # n1 and n3: slurmd's log and the user's note name n2 as the cause
+  local k note
+  for k in 1 3; do
+    note=$D/tmp/n$k/jobfs-data/job-$cjob.stage-out-failed
+    has "$D/log/slurmd-n$k.log" "job $cjob: stage-out failed: stage-out: node n2 of the job is down (its share was not copied); the job's data stays in /tmp/jobfs-data/job-$cjob on node n$k" || return 1
+    has "$note" "stage-out failed, nothing was thrown away: stage-out: node n2 of the job is down" || return 1
+    [ "$(stat -c '%U %a' "$note")" = "$UA 600" ] || { echo "# $note: $(stat -c '%U %a' "$note")"; return 1; }
+  done
+}
+check "node failure: n1 and n3 failed the stage-out naming n2, in slurmd's log and the user's note (mode 600)" crash_stage_failed
+# Nothing claims n2's share: no manifest of rank 1 (written only after a whole copy), and
+# none of its keys (FNV-1a of the key modulo 3 is 1: n1.c, n2.c, n3.a, n3.b).
+crash_not_claimed() {
+  local k bad=0
+  for k in .jobfs-stage-manifest.rank-1 n1.c n2.c n3.a n3.b; do
+    [ -e "$D/s3/crashbkt/crash/$k._S3rver_object" ] && { echo "# s3://crashbkt/crash/$k is there"; bad=1; }
+  done
+  [ -d "$D/s3/crashbkt" ] && return $bad
+}
+check "node failure: no object claims n2's share (no manifest of rank 1, none of its keys)" crash_not_claimed
+echo "# node failure: in s3://crashbkt/crash/: $(ls -A "$D/s3/crashbkt/crash" 2>/dev/null | sed 's/._S3rver_.*//' | sort -u | tr '\n' ' ')"
+s3rver_stop
+# What an administrator does with the kept data once it is dealt with (n2's own stays: its
+# next prolog finds it below).
+rm -rf "$D"/tmp/n[13]/jobfs-data/job-"$cjob" "$D"/tmp/n[13]/jobfs-data/job-"$cjob".stage-out-failed
 # n2 comes back: its link, its slurmd (in new namespaces, with the /tmp it had), back in service.
 ip link set "$(cluster veth 2)" up
 n2_idle() { [ "$(sinfo -h -N -n n2 -o %t)" = idle ]; }
