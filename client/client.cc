@@ -1,3 +1,4 @@
+#include "client/meta_call.h"
 #include "client/client.h"
 
 #include <fcntl.h>
@@ -143,7 +144,7 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
     if (depth > kMaxSymlinkDepth) return Status(Code::loop, "too many levels of symbolic links");
     auto parts = components(path);
     if (!parts.ok()) return parts.status();
-    if (parts->empty()) return rpc::call<proto::Getattr>(at(kRoot), proto::InoRequest{kRoot});
+    if (parts->empty()) return meta_call<proto::Getattr>(*io_, kRoot, proto::InoRequest{kRoot});
     // The root is always directory 1; a cached directory on the way lets the walk start there.
     proto::Attr cur;
     cur.ino = kRoot;
@@ -160,7 +161,7 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
     for (size_t i = start; i < parts->size(); ++i) {
         const std::string& name = (*parts)[i];
         if (cur.type != 2) return Status(Code::not_dir, walked + " is not a directory");
-        auto next = rpc::call<proto::Lookup>(at(cur.ino), proto::NameRequest{cred_, cur.ino, name});
+        auto next = meta_call<proto::Lookup>(*io_, cur.ino, proto::NameRequest{cred_, cur.ino, name});
         if (!next.ok()) {
             if (start > 0 && stale(next.status())) {
                 // The cached directory may be gone: ask again from the root.
@@ -236,7 +237,7 @@ Result<proto::Attr> Client::lstat(const std::string& path) {
 
 Result<proto::Attr> Client::mkdir(const std::string& path, uint32_t mode) {
     auto a = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return rpc::call<proto::Mkdir>(at(dir), proto::MkdirRequest{cred_, dir, name, mode});
+        return meta_call<proto::Mkdir>(*io_, dir, proto::MkdirRequest{cred_, dir, name, mode});
     });
     if (!a.ok()) return with_path(a.status(), "mkdir", path);
     return a;
@@ -244,7 +245,7 @@ Result<proto::Attr> Client::mkdir(const std::string& path, uint32_t mode) {
 
 Status Client::rmdir(const std::string& path) {
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return rpc::call<proto::Rmdir>(at(dir), proto::NameRequest{cred_, dir, name});
+        return meta_call<proto::Rmdir>(*io_, dir, proto::NameRequest{cred_, dir, name});
     });
     auto parts = components(path);
     if (parts.ok()) dir_cache_forget(joined(*parts, parts->size()));
@@ -253,7 +254,7 @@ Status Client::rmdir(const std::string& path) {
 
 Status Client::unlink(const std::string& path) {
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return rpc::call<proto::Unlink>(at(dir), proto::NameRequest{cred_, dir, name});
+        return meta_call<proto::Unlink>(*io_, dir, proto::NameRequest{cred_, dir, name});
     });
     if (!r.ok()) return with_path(r.status(), "unlink", path);
     if (r->last_link && r->attr.type == 1) return release_data(r->attr, path);
@@ -284,7 +285,7 @@ Status Client::rename(const std::string& from, const std::string& to, uint32_t f
         if (!a.ok()) return with_path(a.status(), "rename", from);
         auto b = parent_of(to, &cb, use_cache);
         if (!b.ok()) return with_path(b.status(), "rename to", to);
-        r = rpc::call<proto::Rename>(at(a->first),
+        r = meta_call<proto::Rename>(*io_, a->first,
                                      proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
         if (r.ok() || !(ca || cb) || !stale(r.status())) break;
         dir_cache_forget("/"); // a cached parent may be gone: walk both from the root
@@ -318,7 +319,7 @@ Result<std::vector<proto::DirEntry>> Client::list(const std::string& path) {
 
 Result<proto::Attr> Client::symlink(const std::string& target, const std::string& path) {
     auto a = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return rpc::call<proto::Symlink>(at(dir), proto::SymlinkRequest{cred_, dir, name, target});
+        return meta_call<proto::Symlink>(*io_, dir, proto::SymlinkRequest{cred_, dir, name, target});
     });
     if (!a.ok()) return with_path(a.status(), "symlink", path);
     return a;
@@ -337,7 +338,7 @@ Status Client::truncate(const std::string& path, uint64_t size) {
 Result<proto::Attr> Client::apply_setattr(const proto::Attr& a, proto::SetattrRequest set) {
     set.cred = cred_;
     set.ino = a.ino;
-    auto r = rpc::call<proto::Setattr>(at(a.ino), set);
+    auto r = meta_call<proto::Setattr>(*io_, a.ino, set);
     if (!r.ok()) return r.status();
     if (set.size && *set.size < a.size) {
         Status s = io_->truncate_chunks(a.ino, Layout{a.chunk_size, a.stripe_count, a.replicas}, a.size, *set.size);
@@ -358,7 +359,7 @@ Result<proto::Attr> Client::link(const std::string& existing, const std::string&
     auto a = walk(existing, false);
     if (!a.ok()) return with_path(a.status(), "link", existing);
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return rpc::call<proto::Link>(at(dir), proto::LinkRequest{cred_, a->ino, dir, name});
+        return meta_call<proto::Link>(*io_, dir, proto::LinkRequest{cred_, a->ino, dir, name});
     });
     if (!r.ok()) return with_path(r.status(), "link " + existing + " to", path);
     return r;
@@ -374,7 +375,7 @@ Result<std::string> Client::readlink(const std::string& path) {
 Result<std::string> Client::getxattr(const std::string& path, const std::string& name) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "getxattr", path);
-    auto v = rpc::call<proto::Getxattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, name, {}, 0});
+    auto v = meta_call<proto::Getxattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, name, {}, 0});
     if (!v.ok()) return with_path(v.status(), "getxattr " + name + " of", path);
     return std::move(v->value);
 }
@@ -382,14 +383,14 @@ Result<std::string> Client::getxattr(const std::string& path, const std::string&
 Status Client::setxattr(const std::string& path, const std::string& name, const std::string& value, int flags) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "setxattr", path);
-    auto r = rpc::call<proto::Setxattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, name, value, flags});
+    auto r = meta_call<proto::Setxattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, name, value, flags});
     return r.ok() ? Status::OK() : with_path(r.status(), "setxattr " + name + " of", path);
 }
 
 Result<std::vector<std::string>> Client::listxattr(const std::string& path) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "listxattr", path);
-    auto v = rpc::call<proto::Listxattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, {}, {}, 0});
+    auto v = meta_call<proto::Listxattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, {}, {}, 0});
     if (!v.ok()) return with_path(v.status(), "listxattr", path);
     return std::move(v->names);
 }
@@ -397,19 +398,19 @@ Result<std::vector<std::string>> Client::listxattr(const std::string& path) {
 Status Client::removexattr(const std::string& path, const std::string& name) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "removexattr", path);
-    auto r = rpc::call<proto::Removexattr>(at(a->ino), proto::XattrRequest{cred_, a->ino, name, {}, 0});
+    auto r = meta_call<proto::Removexattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, name, {}, 0});
     return r.ok() ? Status::OK() : with_path(r.status(), "removexattr " + name + " of", path);
 }
 
 Result<proto::ReaddirResponse> Client::readdir(uint64_t ino, const std::string& after, uint32_t max) {
-    return rpc::call<proto::Readdir>(at(ino), proto::ReaddirRequest{cred_, ino, after, max});
+    return meta_call<proto::Readdir>(*io_, ino, proto::ReaddirRequest{cred_, ino, after, max});
 }
 
 Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& layout) {
     auto a = stat(path);
     if (!a.ok()) return a.status();
-    auto r = rpc::call<proto::SetLayout>(
-        at(a->ino), proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count,
+    auto r = meta_call<proto::SetLayout>(
+        *io_, a->ino, proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count,
                                         layout.replicas});
     if (!r.ok()) return with_path(r.status(), "set layout of", path);
     return r;
@@ -426,7 +427,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
     Result<proto::Attr> a = Status(Code::internal, "unset");
     if (flags & O_CREAT) {
         a = in_parent(path, [&](uint64_t dir, const std::string& name) {
-            return rpc::call<proto::Create>(at(dir),
+            return meta_call<proto::Create>(*io_, dir,
                                             proto::CreateRequest{cred_, dir, name, mode, (flags & O_EXCL) != 0,
                                                                  static_cast<uint32_t>(layout.chunk_size),
                                                                  layout.stripe_count, layout.replicas});
@@ -447,7 +448,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
         req.cred = cred_;
         req.ino = a->ino;
         req.size = 0;
-        auto r = rpc::call<proto::Setattr>(at(a->ino), req);
+        auto r = meta_call<proto::Setattr>(*io_, a->ino, req);
         if (!r.ok()) return with_path(r.status(), "truncate", path);
         Status s = io_->truncate_chunks(a->ino, f->layout, a->size, 0);
         if (!s.ok()) return with_path(s, "truncate", path);
@@ -490,7 +491,7 @@ Status Client::settle_size(File& f) {
     raise(f.settling, f.high_water.load());
     const uint64_t end = f.high_water.exchange(0);
     raise(f.settling, end);
-    auto r = rpc::call<proto::ExtendSize>(at(f.ino), proto::ExtendSizeRequest{f.ino, end});
+    auto r = meta_call<proto::ExtendSize>(*io_, f.ino, proto::ExtendSizeRequest{f.ino, end});
     if (!r.ok()) {
         if (r.status().code() == Code::not_found) {
             std::lock_guard lock(open_mu_);
@@ -537,7 +538,7 @@ Status Client::close(File& f) {
 
 Result<proto::Attr> Client::fstat(File& f) {
     // Also how pread learns a length others settled: it keeps what it learns.
-    auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
+    auto a = meta_call<proto::Getattr>(*io_, f.ino, proto::InoRequest{f.ino});
     if (!a.ok()) return a.status().with_context("fstat inode " + std::to_string(f.ino));
     f.size_at_open.store(a->size); // the settled size now: others' settled writes, a truncate
     a->size = f.size();
@@ -548,7 +549,7 @@ Status Client::ftruncate(File& f, uint64_t size) {
     const std::string what = "ftruncate inode " + std::to_string(f.ino);
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, what + ": file not open for writing");
     if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush()); // none may land after the cut
-    auto a = rpc::call<proto::Getattr>(at(f.ino), proto::InoRequest{f.ino});
+    auto a = meta_call<proto::Getattr>(*io_, f.ino, proto::InoRequest{f.ino});
     if (!a.ok()) return a.status().with_context(what);
     a->size = std::max(a->size, f.size()); // this handle's unsettled bytes past `size` go too
     proto::SetattrRequest set;

@@ -74,6 +74,11 @@ public:
     proto::ChainTable table() const;
     // Asks every daemon for its table and keeps the newest.
     Status refresh_table() const;
+    // The table, fetched once if never (metadata routing: client/meta_call.h).
+    proto::ChainTable table_once() const { return current_table(); }
+    // The connection to daemon `rank` (replaced by heal after it broke).
+    transport::Endpoint endpoint(uint32_t rank) const;
+    void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking), unless offline
 
     // How long a write keeps retrying while the daemons take a lost member out of its chains
     // (heartbeats: failure-timeout-ms, 1.5 s by default).
@@ -86,8 +91,6 @@ public:
 
 private:
     Status check(const Layout& layout) const;
-    transport::Endpoint endpoint(uint32_t rank) const;
-    void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking), unless offline
     // Called while chunk calls are slow to come back: refreshes the table and aborts the
     // connections to daemons it has offline, so that calls waiting for a daemon cut off by a
     // partition or hung (no reply, yet a connection that looks alive) fail now and are retried

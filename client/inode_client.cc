@@ -1,3 +1,4 @@
+#include "client/meta_call.h"
 #include "client/inode_client.h"
 
 #include <fcntl.h>
@@ -108,13 +109,13 @@ Status InodeClient::drop_data(const proto::Attr& a) {
 // ---- namespace ------------------------------------------------------------------------------
 
 Result<proto::Attr> InodeClient::lookup(const proto::Cred& cred, uint64_t parent, const std::string& name) {
-    auto a = rpc::call<proto::Lookup>(at(parent), proto::NameRequest{cred, parent, name});
+    auto a = meta_call<proto::Lookup>(*io_, parent, proto::NameRequest{cred, parent, name});
     if (!a.ok()) return a.status();
     return merge_open(std::move(*a));
 }
 
 Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
-    auto a = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    auto a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
     if (a.ok()) return merge_open(std::move(*a));
     if (a.status().code() == Code::not_found) {
         // An unlinked file that is still open here lives on in its handles.
@@ -130,7 +131,7 @@ Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
 
 Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set) {
     const uint64_t new_size = *set.size;
-    auto before = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    auto before = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
     auto n = find_open(ino);
     if (!before.ok()) {
         // ftruncate of an unlinked open file: only its chunks and this process know it.
@@ -147,13 +148,13 @@ Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, p
         // Let the shard answer (is_dir, invalid) with its own words.
         set.cred = cred;
         set.ino = ino;
-        return rpc::call<proto::Setattr>(at(ino), set);
+        return meta_call<proto::Setattr>(*io_, ino, set);
     }
     // Bytes this process wrote and has not settled count as part of the file: they go too.
     uint64_t old_size = std::max(before->size, n ? n->high_water.load() : 0);
     set.cred = cred;
     set.ino = ino;
-    auto r = rpc::call<proto::Setattr>(at(ino), set);
+    auto r = meta_call<proto::Setattr>(*io_, ino, set);
     if (!r.ok()) return r.status();
     if (new_size < old_size) {
         Layout layout{before->chunk_size ? before->chunk_size : kDefaultChunkSize, before->stripe_count, before->replicas};
@@ -171,43 +172,43 @@ Result<proto::Attr> InodeClient::setattr(const proto::Cred& cred, uint64_t ino, 
     if (set.size) return resize(cred, ino, std::move(set));
     set.cred = cred;
     set.ino = ino;
-    auto r = rpc::call<proto::Setattr>(at(ino), set);
+    auto r = meta_call<proto::Setattr>(*io_, ino, set);
     if (!r.ok()) return r.status();
     return merge_open(std::move(*r));
 }
 
 Result<proto::Attr> InodeClient::mkdir(const proto::Cred& cred, uint64_t parent, const std::string& name,
                                        uint32_t mode) {
-    return rpc::call<proto::Mkdir>(at(parent), proto::MkdirRequest{cred, parent, name, mode});
+    return meta_call<proto::Mkdir>(*io_, parent, proto::MkdirRequest{cred, parent, name, mode});
 }
 
 Result<proto::Attr> InodeClient::symlink(const proto::Cred& cred, uint64_t parent, const std::string& name,
                                          const std::string& target) {
-    return rpc::call<proto::Symlink>(at(parent), proto::SymlinkRequest{cred, parent, name, target});
+    return meta_call<proto::Symlink>(*io_, parent, proto::SymlinkRequest{cred, parent, name, target});
 }
 
 Result<proto::Attr> InodeClient::link(const proto::Cred& cred, uint64_t ino, uint64_t new_parent,
                                       const std::string& name) {
-    auto a = rpc::call<proto::Link>(at(new_parent), proto::LinkRequest{cred, ino, new_parent, name});
+    auto a = meta_call<proto::Link>(*io_, new_parent, proto::LinkRequest{cred, ino, new_parent, name});
     if (!a.ok()) return a.status();
     return merge_open(std::move(*a));
 }
 
 Status InodeClient::unlink(const proto::Cred& cred, uint64_t parent, const std::string& name) {
-    auto r = rpc::call<proto::Unlink>(at(parent), proto::NameRequest{cred, parent, name});
+    auto r = meta_call<proto::Unlink>(*io_, parent, proto::NameRequest{cred, parent, name});
     if (!r.ok()) return r.status();
     if (r->last_link && r->attr.type == 1) return drop_data(r->attr);
     return Status::OK();
 }
 
 Status InodeClient::rmdir(const proto::Cred& cred, uint64_t parent, const std::string& name) {
-    auto r = rpc::call<proto::Rmdir>(at(parent), proto::NameRequest{cred, parent, name});
+    auto r = meta_call<proto::Rmdir>(*io_, parent, proto::NameRequest{cred, parent, name});
     return r.ok() ? Status::OK() : r.status();
 }
 
 Status InodeClient::rename(const proto::Cred& cred, uint64_t parent, const std::string& name, uint64_t new_parent,
                            const std::string& new_name, uint32_t flags) {
-    auto r = rpc::call<proto::Rename>(at(parent),
+    auto r = meta_call<proto::Rename>(*io_, parent,
                                       proto::RenameRequest{cred, parent, name, new_parent, new_name, flags});
     if (!r.ok()) return r.status();
     if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1) return drop_data(r->replaced->attr);
@@ -216,35 +217,35 @@ Status InodeClient::rename(const proto::Cred& cred, uint64_t parent, const std::
 
 Result<proto::ReaddirResponse> InodeClient::readdir(const proto::Cred& cred, uint64_t ino, const std::string& after,
                                                     uint32_t max) {
-    return rpc::call<proto::Readdir>(at(ino), proto::ReaddirRequest{cred, ino, after, max});
+    return meta_call<proto::Readdir>(*io_, ino, proto::ReaddirRequest{cred, ino, after, max});
 }
 
 Result<std::string> InodeClient::readlink(uint64_t ino) {
-    auto r = rpc::call<proto::Readlink>(at(ino), proto::InoRequest{ino});
+    auto r = meta_call<proto::Readlink>(*io_, ino, proto::InoRequest{ino});
     if (!r.ok()) return r.status();
     return std::move(r->target);
 }
 
 Result<std::string> InodeClient::getxattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
-    auto v = rpc::call<proto::Getxattr>(at(ino), proto::XattrRequest{cred, ino, name, {}, 0});
+    auto v = meta_call<proto::Getxattr>(*io_, ino, proto::XattrRequest{cred, ino, name, {}, 0});
     if (!v.ok()) return v.status();
     return std::move(v->value);
 }
 
 Status InodeClient::setxattr(const proto::Cred& cred, uint64_t ino, const std::string& name, const std::string& value,
                              int flags) {
-    auto r = rpc::call<proto::Setxattr>(at(ino), proto::XattrRequest{cred, ino, name, value, flags});
+    auto r = meta_call<proto::Setxattr>(*io_, ino, proto::XattrRequest{cred, ino, name, value, flags});
     return r.ok() ? Status::OK() : r.status();
 }
 
 Result<std::vector<std::string>> InodeClient::listxattr(const proto::Cred& cred, uint64_t ino) {
-    auto v = rpc::call<proto::Listxattr>(at(ino), proto::XattrRequest{cred, ino, {}, {}, 0});
+    auto v = meta_call<proto::Listxattr>(*io_, ino, proto::XattrRequest{cred, ino, {}, {}, 0});
     if (!v.ok()) return v.status();
     return std::move(v->names);
 }
 
 Status InodeClient::removexattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
-    auto r = rpc::call<proto::Removexattr>(at(ino), proto::XattrRequest{cred, ino, name, {}, 0});
+    auto r = meta_call<proto::Removexattr>(*io_, ino, proto::XattrRequest{cred, ino, name, {}, 0});
     return r.ok() ? Status::OK() : r.status();
 }
 
@@ -267,7 +268,7 @@ Result<FsSpace> InodeClient::statfs() {
 Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(const proto::Cred& cred, uint64_t parent,
                                                                             const std::string& name, uint32_t mode,
                                                                             int flags) {
-    auto a = rpc::call<proto::Create>(at(parent),
+    auto a = meta_call<proto::Create>(*io_, parent,
                                       proto::CreateRequest{cred, parent, name, mode, (flags & O_EXCL) != 0, 0, 0});
     if (!a.ok()) return a.status();
     if (a->type != 1) return Status(Code::invalid, "'" + name + "' is not a regular file");
@@ -289,7 +290,7 @@ Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(cons
 
 Result<std::unique_ptr<Handle>> InodeClient::open(const proto::Cred& cred, uint64_t ino, int flags) {
     // Fresh attributes: the size others settled before we opened (close-to-open).
-    auto a = rpc::call<proto::Getattr>(at(ino), proto::InoRequest{ino});
+    auto a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
     if (!a.ok()) return a.status();
     if (a->type == 2) return Status(Code::is_dir, ino_str(ino) + " is a directory");
     if (a->type != 1) return Status(Code::invalid, ino_str(ino) + " is not a regular file");
@@ -311,7 +312,7 @@ Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> 
     OpenInode& n = *h.node;
     if (offset + out.size() > n.visible_size() && !n.unlinked) {
         // Past what we know: others may have written and settled more since.
-        auto a = rpc::call<proto::Getattr>(at(n.ino), proto::InoRequest{n.ino});
+        auto a = meta_call<proto::Getattr>(*io_, n.ino, proto::InoRequest{n.ino});
         if (a.ok()) n.size.store(a->size);
         else if (a.status().code() != Code::not_found) return a.status();
     }
@@ -329,7 +330,7 @@ Status InodeClient::write(Handle& h, uint64_t offset, std::span<const uint8_t> d
 
 Status InodeClient::settle(OpenInode& n) {
     if (n.unlinked || !n.dirty.exchange(false)) return Status::OK();
-    auto r = rpc::call<proto::ExtendSize>(at(n.ino), proto::ExtendSizeRequest{n.ino, n.high_water.load()});
+    auto r = meta_call<proto::ExtendSize>(*io_, n.ino, proto::ExtendSizeRequest{n.ino, n.high_water.load()});
     if (!r.ok()) {
         if (r.status().code() == Code::not_found && n.unlinked) return Status::OK(); // no size to keep
         n.dirty = true;

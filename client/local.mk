@@ -8,7 +8,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \
-	client/inode_client.h client/inode_client.cc \
+	client/inode_client.h client/inode_client.cc client/meta_call.h \
 	client/scrub.h client/scrub.cc \
 	client/local_cluster.h client/local_cluster.cc
 client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(ISAL_CFLAGS)

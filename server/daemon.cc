@@ -35,6 +35,7 @@ struct Daemon::Parts {
     std::unique_ptr<PmixBootstrap> pmix; // during start only (pmix bootstrap); finalized last
     std::unique_ptr<ChunkStore> chunks;
     std::unique_ptr<MetaShard> meta;
+    std::vector<std::unique_ptr<MetaShard>> meta_copies; // copies of the previous shards (metadata replication)
     std::unique_ptr<boost::asio::thread_pool> pool;
     std::unique_ptr<transport::Worker> worker;
     std::unique_ptr<Membership> membership;
@@ -44,6 +45,11 @@ struct Daemon::Parts {
     std::mutex peers_mu; // guards peers, started: filled at start while requests may already arrive
     std::condition_variable peers_cv; // a peer connected, or the start ended
     std::vector<transport::Endpoint> peers; // by rank; our own slot stays empty
+    uint32_t self_rank = UINT32_MAX;         // this daemon, reached through `self` (below)
+    std::string self_host;
+    uint16_t self_port = 0;
+    std::mutex self_mu;
+    transport::Endpoint self;
     bool started = false;                    // the start-up connect loop ended
     std::chrono::steady_clock::time_point start_deadline;
 };
@@ -132,6 +138,24 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
                                Layout{static_cast<uint32_t>(config.chunk_size), config.stripe_count, config.replicas});
     if (!meta.ok()) return meta.status().with_context("metadata");
     p.meta = std::move(*meta);
+    // Metadata replication (docs/replication.md, "Metadata shards"): shard s is kept by the
+    // daemons s, s+1, ... (replicas of them), so this one keeps copies of the shards before it.
+    const uint32_t meta_replicas = std::min(std::max(config.replicas, 1u), size);
+    std::vector<MetaService::Hosted> hosted{{rank, p.meta.get()}};
+    for (uint32_t k = 1; k < meta_replicas; ++k) {
+        const uint32_t s = (rank + size - k) % size;
+        const std::string path = config.data_dir + "/meta-copy-" + std::to_string(s) + ".db";
+        const bool existed = ::access(path.c_str(), F_OK) == 0;
+        auto copy = MetaShard::open(path, s, Layout{static_cast<uint32_t>(config.chunk_size), config.stripe_count, config.replicas});
+        if (!copy.ok()) return copy.status().with_context("copy of metadata shard " + std::to_string(s));
+        // A new copy holds a fresh shard, not the primary's: it takes a snapshot first.
+        if (!existed) {
+            Status st = (*copy)->forget_position();
+            if (!st.ok()) return st.with_context("copy of metadata shard " + std::to_string(s));
+        }
+        hosted.push_back({s, copy->get()});
+        p.meta_copies.push_back(std::move(*copy));
+    }
     p.pool = std::make_unique<boost::asio::thread_pool>(config.io_threads);
 
     transport::WorkerOptions wo;
@@ -150,6 +174,17 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     auto peer = [parts](uint32_t r) -> Result<transport::Endpoint> {
         std::unique_lock lock(parts->peers_mu);
         auto valid = [parts, r] { return r < parts->peers.size() && parts->peers[r].valid(); };
+        if (r == parts->self_rank) {
+            // A coordinator's step on another shard this daemon serves: through itself.
+            std::lock_guard self_lock(parts->self_mu);
+            if (!parts->self.valid() || !parts->self.health().ok()) {
+                lock.unlock();
+                auto ep = parts->worker->connect(parts->self_host, parts->self_port);
+                if (!ep.ok()) return ep.status().with_context("connection to this daemon");
+                parts->self = *ep;
+            }
+            return parts->self;
+        }
         if (!valid() && !parts->started && !parts->worker->in_callback())
             parts->peers_cv.wait_until(lock, parts->start_deadline, [parts, &valid] { return valid() || parts->started; });
         if (!valid()) return Status(Code::peer_gone, "no connection to daemon " + std::to_string(r));
@@ -168,11 +203,12 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
         return Status::OK();
     };
     p.membership = std::make_unique<Membership>(*p.worker, rank, size, peer, reconnect,
-                                                Membership::Options{config.heartbeat, config.failure_timeout});
+                                                Membership::Options{config.heartbeat, config.failure_timeout, meta_replicas});
     Membership* membership = p.membership.get();
     p.chunk_service = std::make_unique<ChunkService>(*p.worker, *p.chunks, *p.pool, rank, peer,
                                                      [membership] { return membership->table_version(); });
-    p.meta_service = std::make_unique<MetaService>(*p.worker, *p.meta, rank, size, peer, *p.pool);
+    p.meta_service = std::make_unique<MetaService>(*p.worker, hosted, rank, size, peer,
+                                                   [membership] { return membership->table(); }, *p.pool);
     p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();
@@ -244,6 +280,14 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    {
+        // This daemon as the others reach it (a coordinator's step on a shard it serves).
+        std::lock_guard lock(p.peers_mu);
+        auto [self_host, self_port] = split_host_port(config.daemons[rank]);
+        p.self_host = self_host;
+        p.self_port = self_port;
+        p.self_rank = rank;
+    }
     // Under PMIx every daemon waits for every other to be connected too, so that "ready" (and
     // the cluster file) means the whole group is; a static group has no such barrier. PMIx has
     // done its work then and is finalized at once, while the launcher still answers: mpirun,
@@ -261,13 +305,20 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
         if (!s.ok()) return s.with_context("cluster-file");
         d->wrote_cluster_file_ = true;
     }
-    // Cross-shard operations a crash interrupted are finished or undone now that every
-    // shard they touch is reachable.
-    p.meta_service->resume_intents();
     // A restarted daemon that the others took offline catches up before it serves reads.
     const bool rejoin = p.membership->adopt_from_peers();
+    // The metadata shards this daemon serves under the group's table (not its own first
+    // table: a restarted daemon's copy of its shard may be behind). Taking one up re-drives
+    // its intents: cross-shard operations a crash interrupted are finished or undone now that
+    // every shard they touch is reachable.
+    p.meta_service->start();
     Resync* resync = p.resync.get();
     p.membership->on_taken_offline([resync] { resync->rejoin(); });
+    MetaService* meta_service = p.meta_service.get();
+    p.membership->on_change([meta_service] { meta_service->table_changed(); });
+    // A restarted daemon's copies of metadata shards catch up with their primaries before it
+    // serves (its own shard then comes back to it).
+    p.resync->before_serving([meta_service] { return meta_service->catch_up(std::chrono::seconds(60)); });
     // A peer taken offline: what waits for it (chain forwards, cross-shard steps) fails now
     // and is retried on the chains without it. The next use of its connection reconnects.
     p.membership->on_peer_offline([parts](uint32_t r) {
@@ -306,6 +357,7 @@ void Daemon::stop() {
     p.meta_service.reset();
     p.membership.reset();
     p.pool.reset();
+    p.meta_copies.clear();
     p.meta.reset();        // SQLite closed (WAL checkpointed)
     p.chunks.reset();
     parts_.reset();

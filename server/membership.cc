@@ -32,6 +32,7 @@ Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, 
     table_.states.assign(size, proto::kDaemonServing);
     table_.sync_done.assign(size, 0);
     table_.sync_total.assign(size, 0);
+    table_.meta_replicas = std::min(std::max(options_.meta_replicas, 1u), size);
     last_seen_.assign(size, Clock::now());
     broken_.assign(size, false);
     outstanding_.assign(size, false);
@@ -151,6 +152,7 @@ bool Membership::accept(const proto::ChainTable& t) {
         on_taken_offline_();
     }
     tell_offline(gone);
+    if (on_change_) on_change_();
     return true;
 }
 
@@ -190,6 +192,7 @@ void Membership::set_own_state(uint8_t state) {
                    state_name(state));
         p = publication_locked();
     }
+    if (on_change_) on_change_();
     publish(p);
 }
 
@@ -280,6 +283,7 @@ void Membership::manage() {
         p = publication_locked();
     }
     tell_offline(gone);
+    if (on_change_) on_change_();
     publish(p);
 }
 

@@ -43,6 +43,7 @@ public:
     struct Options {
         std::chrono::milliseconds interval{200};
         std::chrono::milliseconds failure_timeout{5000};
+        uint32_t meta_replicas = 1; // copies of each metadata shard (the table carries it)
     };
 
     // Registers the membership RPCs on `worker`; the table starts at version 1 with every
@@ -74,6 +75,9 @@ public:
     // so that they are retried on the shrunken chain, rather than wait for their deadline.
     // Set before start().
     void on_peer_offline(std::function<void(uint32_t rank)> fn) { on_peer_offline_ = std::move(fn); }
+    // Called (outside the lock, possibly on the transport's thread; must not block) after
+    // every change of the table this daemon uses. Set before start().
+    void on_change(std::function<void()> fn) { on_change_ = std::move(fn); }
 
     // This daemon's resync progress, shown in the table (state syncing).
     void set_sync_progress(uint64_t done, uint64_t total);
@@ -106,6 +110,7 @@ private:
     Options options_;
     std::function<void()> on_taken_offline_;
     std::function<void(uint32_t)> on_peer_offline_;
+    std::function<void()> on_change_;
     // The peers `next` has offline that `prev` had in service.
     std::vector<uint32_t> newly_offline(const proto::ChainTable& prev, const proto::ChainTable& next) const;
     void tell_offline(const std::vector<uint32_t>& ranks);

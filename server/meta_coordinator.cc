@@ -1,3 +1,6 @@
+#include <chrono>
+#include <thread>
+
 #include "server/meta_coordinator.h"
 
 #include <sys/stat.h>
@@ -57,6 +60,21 @@ uint32_t MetaCoordinator::place_directory(uint64_t parent, const std::string& na
     return static_cast<uint32_t>(mix(parent ^ std::hash<std::string>()(name)) % daemons);
 }
 
+template <class Rpc>
+Result<typename Rpc::Response> MetaCoordinator::step_call(uint32_t s, const typename Rpc::Request& req) {
+    const auto deadline = std::chrono::steady_clock::now() + kStepRetry;
+    for (;;) {
+        auto ep = peer(s);
+        Result<typename Rpc::Response> r = ep.ok() ? rpc::call<Rpc>(*ep, req) : Result<typename Rpc::Response>(ep.status());
+        if (r.ok()) return r;
+        const Code c = r.status().code();
+        const bool moving = c == Code::again || c == Code::peer_gone || c == Code::refused || c == Code::cancelled ||
+                            c == Code::timeout;
+        if (!moving || std::chrono::steady_clock::now() >= deadline) return r;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
 Result<transport::Endpoint> MetaCoordinator::peer(uint32_t rank) {
     if (rank >= daemons_) return Status(Code::invalid, "no daemon for shard " + std::to_string(rank));
     return peer_(rank);
@@ -66,9 +84,7 @@ Result<transport::Endpoint> MetaCoordinator::peer(uint32_t rank) {
 Result<Attr> MetaCoordinator::getattr_at(uint64_t ino) {
     const uint32_t s = proto::shard_of(ino);
     if (s == rank_) return shard_.getattr(ino);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::Getattr>(*ep, proto::InoRequest{ino});
+    auto r = step_call<proto::Getattr>(s, proto::InoRequest{ino});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return from_wire(*r);
 }
@@ -80,10 +96,7 @@ Result<std::optional<DirEntry>> MetaCoordinator::dentry_at(const Cred& cred, uin
     if (s == rank_) {
         e = shard_.lookup_dentry(cred, parent, name);
     } else {
-        auto ep = peer(s);
-        if (!ep.ok()) return ep.status();
-        auto r = rpc::call<proto::PeerLookupDentry>(
-            *ep, proto::NameRequest{proto::Cred{cred.uid, cred.gid, cred.groups}, parent, name});
+        auto r = step_call<proto::PeerLookupDentry>(s, proto::NameRequest{proto::Cred{cred.uid, cred.gid, cred.groups}, parent, name});
         if (r.ok())
             e = DirEntry{r->name, r->ino, static_cast<FileType>(r->type)};
         else
@@ -101,9 +114,7 @@ Result<bool> MetaCoordinator::has_entries_at(uint64_t dir) {
         if (!d.ok()) return d.status();
         return !d->entries.empty();
     }
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::Readdir>(*ep, proto::ReaddirRequest{kPeerCred, dir, "", 1});
+    auto r = step_call<proto::Readdir>(s, proto::ReaddirRequest{kPeerCred, dir, "", 1});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return !r->entries.empty();
 }
@@ -111,9 +122,7 @@ Result<bool> MetaCoordinator::has_entries_at(uint64_t dir) {
 Result<uint64_t> MetaCoordinator::parent_at(uint64_t ino) {
     const uint32_t s = proto::shard_of(ino);
     if (s == rank_) return shard_.parent_of(ino);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::PeerParent>(*ep, proto::InoRequest{ino});
+    auto r = step_call<proto::PeerParent>(s, proto::InoRequest{ino});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return r->parent;
 }
@@ -121,10 +130,7 @@ Result<uint64_t> MetaCoordinator::parent_at(uint64_t ino) {
 Result<RenameInsertResult> MetaCoordinator::rename_insert_at(const Intent& in) {
     const uint32_t s = proto::shard_of(in.new_parent);
     if (s == rank_) return shard_.rename_insert(in.id, in.new_parent, in.new_name, in.ino, in.type, in.expect_ino);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::PeerRenameInsert>(
-        *ep, proto::RenameInsertRequest{in.id, in.new_parent, in.new_name, in.ino, static_cast<uint8_t>(in.type),
+    auto r = step_call<proto::PeerRenameInsert>(s, proto::RenameInsertRequest{in.id, in.new_parent, in.new_name, in.ino, static_cast<uint8_t>(in.type),
                                         in.expect_ino});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     RenameInsertResult out;
@@ -137,18 +143,14 @@ Result<RenameInsertResult> MetaCoordinator::rename_insert_at(const Intent& in) {
 Result<UnlinkResult> MetaCoordinator::nlink_at(uint64_t intent, IntentStep step, uint64_t ino, int delta) {
     const uint32_t s = proto::shard_of(ino);
     if (s == rank_) return shard_.adjust_nlink_once(intent, step, ino, delta);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::PeerAdjustNlink>(*ep, proto::NlinkRequest{intent, uint32_t(step), ino, delta});
+    auto r = step_call<proto::PeerAdjustNlink>(s, proto::NlinkRequest{intent, uint32_t(step), ino, delta});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return from_wire(*r);
 }
 
 Result<std::optional<int64_t>> MetaCoordinator::abort_at(uint32_t s, uint64_t intent, IntentStep step) {
     if (s == rank_) return shard_.abort_step_result(intent, step);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::PeerAbortStep>(*ep, proto::StepRequest{intent, uint32_t(step)});
+    auto r = step_call<proto::PeerAbortStep>(s, proto::StepRequest{intent, uint32_t(step), s});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     if (!r->ran) return std::optional<int64_t>();
     return std::optional<int64_t>(r->result);
@@ -156,9 +158,7 @@ Result<std::optional<int64_t>> MetaCoordinator::abort_at(uint32_t s, uint64_t in
 
 Result<Attr> MetaCoordinator::create_inode_at(uint32_t s, uint64_t intent, const Attr& tmpl) {
     if (s == rank_) return shard_.create_inode_once(intent, tmpl);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::PeerCreateInode>(*ep, proto::CreateInodeRequest{to_wire(tmpl), tmpl.parent, intent});
+    auto r = step_call<proto::PeerCreateInode>(s, proto::CreateInodeRequest{to_wire(tmpl), tmpl.parent, intent, s});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return from_wire(*r);
 }
@@ -169,9 +169,7 @@ Status MetaCoordinator::delete_inode_at(uint64_t ino) {
     if (s == rank_) {
         st = shard_.delete_inode(ino);
     } else {
-        auto ep = peer(s);
-        if (!ep.ok()) return ep.status();
-        auto r = rpc::call<proto::PeerDeleteInode>(*ep, proto::InoRequest{ino});
+        auto r = step_call<proto::PeerDeleteInode>(s, proto::InoRequest{ino});
         st = r.ok() ? Status::OK() : r.status().with_context("daemon " + std::to_string(s));
     }
     // Gone already (a repeat): the step's aim is reached.
@@ -181,9 +179,7 @@ Status MetaCoordinator::delete_inode_at(uint64_t ino) {
 Status MetaCoordinator::set_parent_at(uint64_t ino, uint64_t parent) {
     const uint32_t s = proto::shard_of(ino);
     if (s == rank_) return shard_.set_parent(ino, parent);
-    auto ep = peer(s);
-    if (!ep.ok()) return ep.status();
-    auto r = rpc::call<proto::PeerSetParent>(*ep, proto::SetParentRequest{ino, parent});
+    auto r = step_call<proto::PeerSetParent>(s, proto::SetParentRequest{ino, parent});
     return r.ok() ? Status::OK() : r.status().with_context("daemon " + std::to_string(s));
 }
 

@@ -70,6 +70,13 @@ public:
 
 private:
     Result<transport::Endpoint> peer(uint32_t rank);
+    // A step on shard s, sent to the daemon serving it now; asked again while the shard is
+    // changing hands or its copies catch up (`again`, its daemon lost: the next table names
+    // another), for up to kStepRetry. Every step is idempotent (keyed by intent and step) or a
+    // read, so a repeat is harmless.
+    static constexpr std::chrono::seconds kStepRetry{20};
+    template <class Rpc>
+    Result<typename Rpc::Response> step_call(uint32_t s, const typename Rpc::Request& req);
     Result<RenameInsertResult> rename_insert_at(const Intent& in);
     Result<UnlinkResult> nlink_at(uint64_t intent, IntentStep step, uint64_t ino, int delta);
     Result<std::optional<int64_t>> abort_at(uint32_t shard, uint64_t intent, IntentStep step);

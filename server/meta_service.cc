@@ -4,7 +4,12 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include "daemon_protocol.h"
 #include "log.h"
@@ -14,6 +19,8 @@ namespace jobfs::server {
 
 using transport::ServerCall;
 namespace rpc = transport::rpc;
+using Clock = std::chrono::steady_clock;
+using Position = MetaShard::ReplPosition;
 
 namespace {
 
@@ -39,49 +46,307 @@ Result<proto::Attr> attr_out(const Result<T>& r) {
     return to_wire(*r);
 }
 
+// a is further along than b (a copy out of step is along nowhere).
+bool after(const Position& a, const Position& b) {
+    if (a.seq == MetaShard::kOutOfStep) return false;
+    if (b.seq == MetaShard::kOutOfStep) return true;
+    return a.term > b.term || (a.term == b.term && a.seq > b.seq);
+}
+
+std::string pos_str(const Position& p) { return std::to_string(p.term) + "/" + std::to_string(p.seq); }
+
+// How long a primary keeps asking a member that does not answer before it gives up on the
+// transaction (by then the manager has taken a dead member offline: failure timeout 5 s).
+constexpr auto kShipTimeout = std::chrono::seconds(20);
+constexpr auto kApplyCallTimeout = std::chrono::seconds(5);
+
 } // namespace
+
+// ---- the shards this daemon keeps -------------------------------------------------------------
+
+struct Entry {
+    uint32_t shard = 0;
+    MetaShard* db = nullptr;
+    std::shared_ptr<MetaCoordinator> co;
+    std::atomic<bool> serving{false}; // this daemon serves it now (see MetaService::Impl::reconcile)
+    uint64_t term = 0;                // of its service; guarded by Impl::roles_mu
+};
+
+struct MetaService::Impl : std::enable_shared_from_this<MetaService::Impl> {
+    Impl(transport::Worker& w, uint32_t rank, uint32_t daemons, PeerFn peer, TableFn table, boost::asio::thread_pool& pool)
+        : worker(w), rank(rank), daemons(daemons), peer(std::move(peer)), table(std::move(table)), pool(pool) {}
+
+    transport::Worker& worker;
+    const uint32_t rank;
+    const uint32_t daemons;
+    PeerFn peer;
+    TableFn table; // empty: no replication, every daemon serves its own shard
+    boost::asio::thread_pool& pool;
+    std::shared_ptr<boost::asio::thread_pool> coord_pool = std::make_shared<boost::asio::thread_pool>(kCoordinatorThreads);
+    // Replicas apply on their own thread: it waits for nothing but its own databases.
+    std::shared_ptr<boost::asio::thread_pool> apply_pool = std::make_shared<boost::asio::thread_pool>(1);
+    std::shared_ptr<RenameLock> rename_lock;
+    std::map<uint32_t, std::unique_ptr<Entry>> shards; // fixed once constructed
+
+    std::mutex roles_mu;                            // reconcile runs one at a time
+    std::mutex catch_mu;                            // guards catching
+    std::set<std::pair<uint32_t, uint32_t>> catching; // (shard, member) snapshots on their way
+
+    proto::ChainTable now() const { return table ? table() : proto::ChainTable{}; }
+
+    Entry* find(uint32_t shard) {
+        auto it = shards.find(shard);
+        return it == shards.end() ? nullptr : it->second.get();
+    }
+
+    // The shard's entry if this daemon serves it now; `again` otherwise (the caller's table is
+    // stale, or the shard is changing hands).
+    Result<Entry*> serve(uint32_t shard) {
+        Entry* e = find(shard);
+        if (e && e->serving.load() && (!table || proto::meta_primary(shard, now()) == int64_t(rank))) return e;
+        return Status(Code::again, "daemon " + std::to_string(rank) + " does not serve metadata shard " +
+                                       std::to_string(shard) + " (chain table " + std::to_string(now().version) +
+                                       "): ask its primary");
+    }
+
+    // The daemon serving shard s, for a coordinator's step there (possibly this one).
+    Result<transport::Endpoint> peer_of_shard(uint32_t s) {
+        const int64_t p = proto::meta_primary(s, now());
+        if (p < 0) return Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(s));
+        return peer(static_cast<uint32_t>(p));
+    }
+
+    Status ship(uint32_t s, const Position& prev, const Position& at, std::span<const uint8_t> cs);
+    Status bring_in_step(uint32_t s, uint32_t member);
+    void schedule_catch_up(uint32_t s, uint32_t member);
+    void reconcile();
+    void register_handlers(transport::Worker& w);
+};
+
+// A primary's shipping of one transaction (MetaShard::ShipFn): to every member of the shard's
+// chain that is not offline, in chain order, before the transaction commits.
+Status MetaService::Impl::ship(uint32_t s, const Position& prev, const Position& at, std::span<const uint8_t> cs) {
+    const auto deadline = Clock::now() + kShipTimeout;
+    proto::MetaApplyRequest req{s, 0, prev.term, prev.seq, at.term, at.seq, std::vector<uint8_t>(cs.begin(), cs.end())};
+    proto::ChainTable t = now();
+    for (uint32_t m : proto::meta_chain(s, daemons, t.meta_replicas)) {
+        if (m == rank) continue;
+        for (;;) {
+            t = now();
+            if (proto::meta_primary(s, t) != int64_t(rank))
+                return Status(Code::again, "daemon " + std::to_string(rank) + " no longer serves metadata shard " +
+                                               std::to_string(s));
+            if (m >= t.states.size() || t.states[m] == proto::kDaemonOffline) break; // it catches up when back
+            req.table_version = t.version;
+            transport::CallOptions o;
+            o.timeout = kApplyCallTimeout;
+            auto ep = peer(m);
+            Status st = ep.ok() ? rpc::call<proto::MetaApply>(*ep, req, o).status() : ep.status();
+            if (st.ok()) break;
+            if (st.code() == Code::busy) { // not in step: a snapshot first, the client asks again
+                schedule_catch_up(s, m);
+                return Status(Code::again, "metadata shard " + std::to_string(s) + ": the copy on daemon " +
+                                               std::to_string(m) + " is being brought in step");
+            }
+            if (Clock::now() >= deadline)
+                return st.with_context("metadata shard " + std::to_string(s) + ": copy on daemon " + std::to_string(m));
+            // Another table (ours or its: heartbeats bring them level), or it does not answer
+            // (the manager takes it offline after the failure timeout).
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+    return Status::OK();
+}
+
+// Makes `member`'s copy of shard s the same as this daemon's: nothing if their positions are
+// equal, else a snapshot.
+Status MetaService::Impl::bring_in_step(uint32_t s, uint32_t member) {
+    Entry* e = find(s);
+    if (!e) return Status(Code::invalid, "daemon " + std::to_string(rank) + " keeps no copy of metadata shard " + std::to_string(s));
+    auto ep = peer(member);
+    if (!ep.ok()) return ep.status();
+    auto theirs = rpc::call<proto::MetaPosition>(*ep, proto::MetaShardRequest{s, member});
+    auto mine = e->db->position();
+    if (!mine.ok()) return mine.status();
+    if (theirs.ok() && Position{theirs->term, theirs->seq} == *mine) return Status::OK();
+    auto snap = e->db->snapshot();
+    if (!snap.ok()) return snap.status();
+    transport::CallOptions o;
+    o.timeout = std::chrono::seconds(60);
+    o.bulk_out = snap->image;
+    Status st = rpc::call<proto::MetaInstall>(*ep, proto::MetaInstallRequest{s, snap->at.term, snap->at.seq}, o).status();
+    if (st.ok())
+        JOBFS_INFO("metadata shard %u: copy on daemon %u brought in step (snapshot %s, %zu bytes)", s, member,
+                   pos_str(snap->at).c_str(), snap->image.size());
+    return st.with_context("metadata shard " + std::to_string(s) + ": snapshot to daemon " + std::to_string(member));
+}
+
+void MetaService::Impl::schedule_catch_up(uint32_t s, uint32_t member) {
+    {
+        std::lock_guard l(catch_mu);
+        if (!catching.insert({s, member}).second) return;
+    }
+    std::weak_ptr<Impl> wk = weak_from_this();
+    boost::asio::post(*coord_pool, [wk, s, member] {
+        auto im = wk.lock();
+        if (!im) return;
+        Status st = im->bring_in_step(s, member);
+        if (!st.ok()) JOBFS_WARN("%s", st.to_string().c_str());
+        std::lock_guard l(im->catch_mu);
+        im->catching.erase({s, member});
+    });
+}
+
+// Takes up the shards the table now gives this daemon and gives up the others.
+void MetaService::Impl::reconcile() {
+    if (!table) return;
+    std::lock_guard l(roles_mu);
+    const proto::ChainTable t = now();
+    const bool replicated = t.meta_replicas > 1 && t.states.size() == daemons;
+    for (auto& [s, e] : shards) {
+        const bool mine = proto::meta_primary(s, t) == int64_t(rank);
+        if (mine && !e->serving) {
+            if (replicated) {
+                // A member ahead of this copy (it applied a change this one never got, or this
+                // daemon was down for a while and comes back first) gives its copy first.
+                auto pos = e->db->position();
+                for (uint32_t m : proto::meta_chain(s, daemons, t.meta_replicas)) {
+                    if (m == rank || !pos.ok() || t.states[m] == proto::kDaemonOffline) continue;
+                    auto ep = peer(m);
+                    if (!ep.ok()) continue;
+                    auto theirs = rpc::call<proto::MetaPosition>(*ep, proto::MetaShardRequest{s, rank});
+                    if (!theirs.ok() || !after(Position{theirs->term, theirs->seq}, *pos)) continue;
+                    Status got = rpc::call<proto::MetaCatchUp>(*ep, proto::MetaShardRequest{s, rank}).status();
+                    JOBFS_INFO("metadata shard %u: daemon %u had %s, ahead of %s here: %s", s, m,
+                               pos_str(Position{theirs->term, theirs->seq}).c_str(), pos_str(*pos).c_str(),
+                               got.ok() ? "took its copy" : got.to_string().c_str());
+                    pos = e->db->position();
+                }
+                // Copies not in step get a snapshot now, before the first changeset.
+                for (uint32_t m : proto::meta_chain(s, daemons, t.meta_replicas))
+                    if (m != rank && t.states[m] != proto::kDaemonOffline && !bring_in_step(s, m).ok())
+                        schedule_catch_up(s, m);
+                std::weak_ptr<Impl> wk = weak_from_this();
+                const uint32_t shard = s;
+                (void)e->db->start_shipping(t.version, [wk, shard](const Position& prev, const Position& at,
+                                                                   std::span<const uint8_t> cs) -> Status {
+                    auto im = wk.lock();
+                    if (!im) return Status(Code::cancelled, "metadata service stopped");
+                    return im->ship(shard, prev, at, cs);
+                });
+            }
+            e->term = t.version;
+            e->serving = true;
+            if (replicated) JOBFS_INFO("serving metadata shard %u (chain table %llu)", s, static_cast<unsigned long long>(t.version));
+            auto co = e->co;
+            boost::asio::post(*coord_pool, [co] { co->resume(); }); // its intents, replicated with it
+        } else if (!mine && e->serving) {
+            e->serving = false;
+            // Transactions already past the check roll back: nothing commits here any more.
+            const uint32_t shard = s;
+            (void)e->db->start_shipping(e->term, [shard](const Position&, const Position&, std::span<const uint8_t>) {
+                return Status(Code::again, "metadata shard " + std::to_string(shard) + " changed hands");
+            });
+            JOBFS_INFO("metadata shard %u is served by daemon %lld now (chain table %llu)", s,
+                       static_cast<long long>(proto::meta_primary(s, t)), static_cast<unsigned long long>(t.version));
+        }
+    }
+}
+
+// ---- construction: the RPCs -------------------------------------------------------------------
 
 MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, uint32_t daemons, PeerFn peer,
                          boost::asio::thread_pool& pool)
-    : coordinator_(std::make_shared<MetaCoordinator>(shard, rank, daemons, peer)),
-      coord_pool_(std::make_shared<boost::asio::thread_pool>(kCoordinatorThreads)),
-      rename_lock_(std::make_shared<RenameLock>(w, rank, peer)) {
-    auto co = coordinator_;
-    auto cpool = coord_pool_;
-    MetaShard& sh = shard;
-    serve_on_pool<proto::Getattr>(w, pool, [&sh](const proto::InoRequest& r) { return attr_out(sh.getattr(r.ino)); });
-    serve_on_pool<proto::Lookup>(w, *cpool, [co](const proto::NameRequest& r) {
-        return attr_out(co->lookup(from_wire(r.cred), r.parent, r.name));
+    : MetaService(w, std::vector<Hosted>{{rank, &shard}}, rank, daemons, std::move(peer), {}, pool) {}
+
+MetaService::MetaService(transport::Worker& w, std::vector<Hosted> hosted, uint32_t rank, uint32_t daemons, PeerFn peer,
+                         TableFn table, boost::asio::thread_pool& pool)
+    : impl_(std::make_shared<Impl>(w, rank, daemons, std::move(peer), std::move(table), pool)) {
+    Impl& im = *impl_;
+    std::weak_ptr<Impl> wk = impl_;
+    // The rename lock is held by the daemon serving shard 0 (rename_lock.h).
+    im.rename_lock = std::make_shared<RenameLock>(w, rank, im.peer, [wk]() -> int64_t {
+        auto im = wk.lock();
+        return im ? proto::meta_primary(0, im->now()) : -1;
     });
-    serve_on_pool<proto::Create>(w, pool, [&sh](const proto::CreateRequest& r) {
+    for (const Hosted& h : hosted) {
+        auto e = std::make_unique<Entry>();
+        e->shard = h.shard;
+        e->db = h.db;
+        // The coordinator of shard s reaches shard x through whichever daemon serves x.
+        e->co = std::make_shared<MetaCoordinator>(*h.db, h.shard, daemons, [wk](uint32_t x) -> Result<transport::Endpoint> {
+            auto im = wk.lock();
+            if (!im) return Status(Code::cancelled, "metadata service stopped");
+            return im->peer_of_shard(x);
+        });
+        im.shards.emplace(h.shard, std::move(e));
+    }
+    if (!im.table) {
+        for (auto& [s, e] : im.shards) e->serving = true;
+    }
+    im.register_handlers(w);
+    // Unreplicated, a daemon serves its own shard from the start, whatever the table (a
+    // request may reach it while it still connects to its peers: DaemonTest). Replicated, it
+    // waits for start(): its copy may be behind the group's.
+    if (im.table && im.now().meta_replicas <= 1) im.reconcile();
+}
+
+void MetaService::start() { impl_->reconcile(); }
+
+void MetaService::Impl::register_handlers(transport::Worker& w) {
+    auto im = shared_from_this();
+    auto cpool = coord_pool;
+    // Each request names its shard by an inode it holds (an entry's directory, an inode).
+#define JOBFS_SERVE(key)                                  \
+    auto e_ = im->serve(proto::shard_of(key));            \
+    if (!e_.ok()) return e_.status();                     \
+    MetaShard& sh = *(*e_)->db;                           \
+    MetaCoordinator& co = *(*e_)->co;                     \
+    (void)sh;                                             \
+    (void)co
+    serve_on_pool<proto::Getattr>(w, pool, [im](const proto::InoRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.ino);
+        return attr_out(sh.getattr(r.ino));
+    });
+    serve_on_pool<proto::Lookup>(w, *cpool, [im](const proto::NameRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.parent);
+        return attr_out(co.lookup(from_wire(r.cred), r.parent, r.name));
+    });
+    serve_on_pool<proto::Create>(w, pool, [im](const proto::CreateRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.parent);
         return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
                                   Layout{r.chunk_size, r.stripe_count, r.replicas}));
     });
-    serve_on_pool<proto::Mkdir>(w, *cpool, [co](const proto::MkdirRequest& r) {
-        return attr_out(co->mkdir(from_wire(r.cred), r.parent, r.name, r.mode));
+    serve_on_pool<proto::Mkdir>(w, *cpool, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.parent);
+        return attr_out(co.mkdir(from_wire(r.cred), r.parent, r.name, r.mode));
     });
-    serve_on_pool<proto::Symlink>(w, pool, [&sh](const proto::SymlinkRequest& r) {
+    serve_on_pool<proto::Symlink>(w, pool, [im](const proto::SymlinkRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.parent);
         return attr_out(sh.symlink(from_wire(r.cred), r.parent, r.name, r.target));
     });
-    serve_on_pool<proto::Readlink>(w, pool, [&sh](const proto::InoRequest& r) -> Result<proto::LinkTarget> {
+    serve_on_pool<proto::Readlink>(w, pool, [im](const proto::InoRequest& r) -> Result<proto::LinkTarget> {
+        JOBFS_SERVE(r.ino);
         auto t = sh.readlink(r.ino);
         if (!t.ok()) return t.status();
         return proto::LinkTarget{*t};
     });
     // A link is coordinated by the shard of its new entry; a request that reached another
-    // daemon is passed on to it without holding a thread while it waits.
-    rpc::serve<proto::Link>(w, [co, rank, peer, cpool, &pool](ServerCall call, proto::LinkRequest&& r) {
+    // daemon is passed on to the one serving it, without holding a thread while it waits.
+    rpc::serve<proto::Link>(w, [im, cpool](ServerCall call, proto::LinkRequest&& r) {
         const uint32_t owner = proto::shard_of(r.new_parent);
-        if (owner == rank) {
-            boost::asio::post(*cpool, [co, call, r = std::move(r)] {
-                auto a = co->link(from_wire(r.cred), r.ino, r.new_parent, r.name);
+        if (im->serve(owner).ok()) {
+            boost::asio::post(*cpool, [im, call, r = std::move(r)]() {
+                auto e = im->serve(proto::shard_of(r.new_parent));
+                if (!e.ok()) return call.reply(e.status());
+                auto a = (*e)->co->link(from_wire(r.cred), r.ino, r.new_parent, r.name);
                 if (!a.ok()) return call.reply(a.status());
                 rpc::reply<proto::Link>(call, to_wire(*a));
             });
             return;
         }
-        boost::asio::post(pool, [peer, owner, call, r = std::move(r)] {
-            auto ep = peer(owner);
+        boost::asio::post(im->pool, [im, owner, call, r = std::move(r)] {
+            auto ep = im->peer_of_shard(owner);
             if (!ep.ok()) return call.reply(ep.status());
             rpc::call_async<proto::Link>(*ep, r, {}, [call](Result<proto::Attr> a, size_t) {
                 if (!a.ok()) return call.reply(a.status());
@@ -89,31 +354,34 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
             });
         });
     });
-    serve_on_pool<proto::Unlink>(w, *cpool, [co](const proto::NameRequest& r) -> Result<proto::UnlinkResponse> {
-        auto u = co->unlink(from_wire(r.cred), r.parent, r.name);
+    serve_on_pool<proto::Unlink>(w, *cpool, [im](const proto::NameRequest& r) -> Result<proto::UnlinkResponse> {
+        JOBFS_SERVE(r.parent);
+        auto u = co.unlink(from_wire(r.cred), r.parent, r.name);
         if (!u.ok()) return u.status();
         return to_wire(*u);
     });
-    serve_on_pool<proto::Rmdir>(w, *cpool, [co](const proto::NameRequest& r) {
-        return co->rmdir(from_wire(r.cred), r.parent, r.name);
+    serve_on_pool<proto::Rmdir>(w, *cpool, [im](const proto::NameRequest& r) -> Status {
+        JOBFS_SERVE(r.parent);
+        return co.rmdir(from_wire(r.cred), r.parent, r.name);
     });
-    auto renames = rename_lock_;
-    serve_on_pool<proto::Rename>(w, *cpool, [co, renames](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+    serve_on_pool<proto::Rename>(w, *cpool, [im](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+        JOBFS_SERVE(r.old_parent);
         // Between two directories: under the file system's rename lock, from before the loop
         // check to the end (rename_lock.h).
         std::optional<RenameLock::Held> held;
         if (r.old_parent != r.new_parent) {
-            auto h = renames->acquire();
+            auto h = im->rename_lock->acquire();
             if (!h.ok()) return h.status();
             held.emplace(std::move(*h));
         }
-        auto res = co->rename(from_wire(r.cred), r.old_parent, r.old_name, r.new_parent, r.new_name, r.flags);
+        auto res = co.rename(from_wire(r.cred), r.old_parent, r.old_name, r.new_parent, r.new_name, r.flags);
         if (!res.ok()) return res.status();
         proto::RenameResponse out;
         if (res->replaced) out.replaced = to_wire(*res->replaced);
         return out;
     });
-    serve_on_pool<proto::Readdir>(w, pool, [&sh](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
+    serve_on_pool<proto::Readdir>(w, pool, [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
+        JOBFS_SERVE(r.ino);
         auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);
         if (!d.ok()) return d.status();
         proto::ReaddirResponse out;
@@ -121,7 +389,8 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
         for (auto& e : d->entries) out.entries.push_back(proto::DirEntry{e.name, e.ino, static_cast<uint8_t>(e.type)});
         return out;
     });
-    serve_on_pool<proto::Setattr>(w, pool, [&sh](const proto::SetattrRequest& r) {
+    serve_on_pool<proto::Setattr>(w, pool, [im](const proto::SetattrRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.ino);
         SetAttr set;
         set.mode = r.mode;
         set.uid = r.uid;
@@ -133,48 +402,67 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
         set.mtime_now = r.mtime_now;
         return attr_out(sh.setattr(from_wire(r.cred), r.ino, set));
     });
-    serve_on_pool<proto::ExtendSize>(w, pool, [&sh](const proto::ExtendSizeRequest& r) {
+    serve_on_pool<proto::ExtendSize>(w, pool, [im](const proto::ExtendSizeRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.ino);
         return attr_out(sh.extend_size(r.ino, r.size));
     });
-    serve_on_pool<proto::SetLayout>(w, pool, [&sh](const proto::LayoutRequest& r) {
+    serve_on_pool<proto::SetLayout>(w, pool, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.ino);
         return attr_out(sh.set_layout(from_wire(r.cred), r.ino, Layout{r.chunk_size, r.stripe_count, r.replicas}));
     });
-    serve_on_pool<proto::Setxattr>(w, pool, [&sh](const proto::XattrRequest& r) {
+    serve_on_pool<proto::Setxattr>(w, pool, [im](const proto::XattrRequest& r) -> Status {
+        JOBFS_SERVE(r.ino);
         return sh.setxattr(from_wire(r.cred), r.ino, r.name, r.value, r.flags);
     });
-    serve_on_pool<proto::Getxattr>(w, pool, [&sh](const proto::XattrRequest& r) -> Result<proto::XattrValue> {
+    serve_on_pool<proto::Getxattr>(w, pool, [im](const proto::XattrRequest& r) -> Result<proto::XattrValue> {
+        JOBFS_SERVE(r.ino);
         auto v = sh.getxattr(from_wire(r.cred), r.ino, r.name);
         if (!v.ok()) return v.status();
         return proto::XattrValue{*v};
     });
-    serve_on_pool<proto::Listxattr>(w, pool, [&sh](const proto::XattrRequest& r) -> Result<proto::XattrList> {
+    serve_on_pool<proto::Listxattr>(w, pool, [im](const proto::XattrRequest& r) -> Result<proto::XattrList> {
+        JOBFS_SERVE(r.ino);
         auto v = sh.listxattr(from_wire(r.cred), r.ino);
         if (!v.ok()) return v.status();
         return proto::XattrList{*v};
     });
-    serve_on_pool<proto::Removexattr>(w, pool, [&sh](const proto::XattrRequest& r) {
+    serve_on_pool<proto::Removexattr>(w, pool, [im](const proto::XattrRequest& r) -> Status {
+        JOBFS_SERVE(r.ino);
         return sh.removexattr(from_wire(r.cred), r.ino, r.name);
     });
-    serve_on_pool<proto::MetaCounts>(w, pool, [&sh](const proto::Empty&) -> Result<proto::CountsResponse> {
-        auto c = sh.counts();
-        if (!c.ok()) return c.status();
-        return proto::CountsResponse{c->inodes, c->dentries};
+    // The counts of the shards this daemon serves (statfs sums over all daemons).
+    serve_on_pool<proto::MetaCounts>(w, pool, [im](const proto::Empty&) -> Result<proto::CountsResponse> {
+        proto::CountsResponse out{0, 0};
+        for (auto& [s, e] : im->shards) {
+            if (!im->serve(s).ok()) continue;
+            auto c = e->db->counts();
+            if (!c.ok()) return c.status();
+            out.inodes += c->inodes;
+            out.dentries += c->dentries;
+        }
+        return out;
     });
 
     // The other shards' steps of cross-shard operations (meta_coordinator.h).
-    serve_on_pool<proto::PeerCreateInode>(w, pool, [&sh](const proto::CreateInodeRequest& r) {
+    serve_on_pool<proto::PeerCreateInode>(w, pool, [im](const proto::CreateInodeRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(uint64_t(r.shard) << 48);
         Attr tmpl = from_wire(r.tmpl);
         tmpl.parent = r.parent;
         return attr_out(r.intent ? sh.create_inode_once(r.intent, tmpl) : sh.create_inode(tmpl));
     });
-    serve_on_pool<proto::PeerDeleteInode>(w, pool, [&sh](const proto::InoRequest& r) { return sh.delete_inode(r.ino); });
-    serve_on_pool<proto::PeerLookupDentry>(w, pool, [&sh](const proto::NameRequest& r) -> Result<proto::DirEntry> {
+    serve_on_pool<proto::PeerDeleteInode>(w, pool, [im](const proto::InoRequest& r) -> Status {
+        JOBFS_SERVE(r.ino);
+        return sh.delete_inode(r.ino);
+    });
+    serve_on_pool<proto::PeerLookupDentry>(w, pool, [im](const proto::NameRequest& r) -> Result<proto::DirEntry> {
+        JOBFS_SERVE(r.parent);
         auto e = sh.lookup_dentry(from_wire(r.cred), r.parent, r.name);
         if (!e.ok()) return e.status();
         return proto::DirEntry{e->name, e->ino, static_cast<uint8_t>(e->type)};
     });
-    serve_on_pool<proto::PeerRenameInsert>(w, pool, [&sh](const proto::RenameInsertRequest& r)
-                                                         -> Result<proto::RenameInsertResponse> {
+    serve_on_pool<proto::PeerRenameInsert>(w, pool, [im](const proto::RenameInsertRequest& r)
+                                                        -> Result<proto::RenameInsertResponse> {
+        JOBFS_SERVE(r.parent);
         auto i = sh.rename_insert(r.intent, r.parent, r.name, r.ino, static_cast<FileType>(r.type), r.expect_ino);
         if (!i.ok()) return i.status();
         proto::RenameInsertResponse out;
@@ -183,33 +471,117 @@ MetaService::MetaService(transport::Worker& w, MetaShard& shard, uint32_t rank, 
         if (i->replaced_here) out.replaced_here = to_wire(*i->replaced_here);
         return out;
     });
-    serve_on_pool<proto::PeerAdjustNlink>(w, pool, [&sh](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
+    serve_on_pool<proto::PeerAdjustNlink>(w, pool, [im](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
+        JOBFS_SERVE(r.ino);
         auto u = sh.adjust_nlink_once(r.intent, static_cast<IntentStep>(r.step), r.ino, r.delta);
         if (!u.ok()) return u.status();
         return to_wire(*u);
     });
-    serve_on_pool<proto::PeerAbortStep>(w, pool, [&sh](const proto::StepRequest& r) -> Result<proto::StepResult> {
+    serve_on_pool<proto::PeerAbortStep>(w, pool, [im](const proto::StepRequest& r) -> Result<proto::StepResult> {
+        JOBFS_SERVE(uint64_t(r.shard) << 48);
         auto a = sh.abort_step_result(r.intent, static_cast<IntentStep>(r.step));
         if (!a.ok()) return a.status();
         return proto::StepResult{a->has_value(), a->value_or(0)};
     });
-    serve_on_pool<proto::PeerSetParent>(w, pool, [&sh](const proto::SetParentRequest& r) {
+    serve_on_pool<proto::PeerSetParent>(w, pool, [im](const proto::SetParentRequest& r) -> Status {
+        JOBFS_SERVE(r.ino);
         return sh.set_parent(r.ino, r.parent);
     });
-    serve_on_pool<proto::PeerParent>(w, pool, [&sh](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
+    serve_on_pool<proto::PeerParent>(w, pool, [im](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
+        JOBFS_SERVE(r.ino);
         auto p = sh.parent_of(r.ino);
         if (!p.ok()) return p.status();
         return proto::ParentResponse{*p};
+    });
+#undef JOBFS_SERVE
+
+    // ---- replication: a copy's side ------------------------------------------------------
+    auto apool = apply_pool;
+    serve_on_pool<proto::MetaApply>(w, *apool, [im](const proto::MetaApplyRequest& r) -> Status {
+        Entry* e = im->find(r.shard);
+        if (!e) return Status(Code::invalid, "daemon " + std::to_string(im->rank) + " keeps no copy of metadata shard " +
+                                                 std::to_string(r.shard));
+        const proto::ChainTable t = im->now();
+        // Both sides must agree on who serves the shard: the same table.
+        if (t.version != r.table_version)
+            return Status(Code::again, "chain table " + std::to_string(t.version) + " here, " +
+                                           std::to_string(r.table_version) + " at the shard's primary");
+        Status st = e->db->apply_changeset(Position{r.prev_term, r.prev_seq}, Position{r.term, r.seq}, r.changeset);
+        if (st.code() == Code::again) return Status(Code::busy, st.message()); // needs a snapshot
+        return st;
+    });
+    rpc::serve<proto::MetaInstall>(w, [im, apool](ServerCall call, proto::MetaInstallRequest&& r) {
+        auto image = std::make_shared<std::vector<uint8_t>>(call.bulk_length());
+        call.receive_bulk(*image, [im, apool, call, r, image](Status got) {
+            if (!got.ok()) return call.reply(got);
+            boost::asio::post(*apool, [im, call, r, image] {
+                Entry* e = im->find(r.shard);
+                if (!e) return call.reply(Status(Code::invalid, "no copy of metadata shard " + std::to_string(r.shard) + " here"));
+                const Position at{r.term, r.seq};
+                auto mine = e->db->position();
+                // A snapshot older than what this copy has reached (in the same history) is stale.
+                if (mine.ok() && mine->seq != MetaShard::kOutOfStep && mine->term == at.term && mine->seq >= at.seq)
+                    return call.reply(Status::OK());
+                Status st = e->db->install_snapshot(MetaShard::Snapshot{at, std::move(*image)});
+                if (st.ok()) JOBFS_INFO("metadata shard %u: copy here replaced by a snapshot at %s", r.shard, pos_str(at).c_str());
+                call.reply(st);
+            });
+        });
+    });
+    serve_on_pool<proto::MetaPosition>(w, *apool, [im](const proto::MetaShardRequest& r) -> Result<proto::MetaPositionResponse> {
+        Entry* e = im->find(r.shard);
+        if (!e) return Status(Code::invalid, "no copy of metadata shard " + std::to_string(r.shard) + " here");
+        auto p = e->db->position();
+        if (!p.ok()) return p.status();
+        return proto::MetaPositionResponse{p->term, p->seq};
+    });
+    serve_on_pool<proto::MetaCatchUp>(w, *cpool, [im](const proto::MetaShardRequest& r) -> Status {
+        return im->bring_in_step(r.shard, r.member);
     });
 }
 
 MetaService::~MetaService() { stop(); }
 
-void MetaService::stop() { coord_pool_->join(); }
+void MetaService::stop() {
+    impl_->coord_pool->join();
+    impl_->apply_pool->join();
+}
 
 void MetaService::resume_intents() {
-    auto co = coordinator_;
-    boost::asio::post(*coord_pool_, [co] { co->resume(); });
+    for (auto& [s, e] : impl_->shards) {
+        if (!e->serving) continue;
+        auto co = e->co;
+        boost::asio::post(*impl_->coord_pool, [co] { co->resume(); });
+    }
 }
+
+void MetaService::table_changed() {
+    std::weak_ptr<Impl> wk = impl_;
+    boost::asio::post(*impl_->coord_pool, [wk] {
+        if (auto im = wk.lock()) im->reconcile();
+    });
+}
+
+Status MetaService::catch_up(std::chrono::milliseconds timeout) {
+    Impl& im = *impl_;
+    const auto deadline = Clock::now() + timeout;
+    for (auto& [s, e] : im.shards) {
+        for (;;) {
+            const proto::ChainTable t = im.now();
+            if (t.meta_replicas <= 1) return Status::OK();
+            const int64_t p = proto::meta_primary(s, t);
+            if (p < 0 || p == int64_t(im.rank)) break; // nobody to catch up with, or ours
+            auto ep = im.peer(static_cast<uint32_t>(p));
+            Status st = ep.ok() ? rpc::call<proto::MetaCatchUp>(*ep, proto::MetaShardRequest{s, im.rank}).status() : ep.status();
+            if (st.ok()) break;
+            if (Clock::now() >= deadline)
+                return st.with_context("metadata shard " + std::to_string(s) + ": catching up with daemon " + std::to_string(p));
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+    }
+    return Status::OK();
+}
+
+MetaCoordinator& MetaService::coordinator_for_test() { return *impl_->shards.begin()->second->co; }
 
 } // namespace jobfs::server

@@ -299,12 +299,14 @@ struct MetaShard::Impl {
     }
 
     // One transaction around fn; fn returns Status or Result<T>. Any error rolls back.
-    // With shipping on, the changes are shipped to the replicas before the commit.
+    // With shipping on, the changes are shipped to the replicas before the commit; `local`
+    // transactions never are (a replica applying its primary's changes, its own bookkeeping).
     template <class F>
-    auto transact(F&& fn) -> decltype(fn()) {
+    auto transact(F&& fn, bool local = false) -> decltype(fn()) {
         Status begun = exec("BEGIN IMMEDIATE");
         if (!begun.ok()) return with_op(begun);
-        if (ship) {
+        const bool shipping = ship && !local;
+        if (shipping) {
             Status rec = record();
             if (!rec.ok()) {
                 rollback();
@@ -313,7 +315,7 @@ struct MetaShard::Impl {
         }
         auto r = fn();
         if (r.ok()) {
-            Status shipped = ship ? ship_changes() : Status::OK();
+            Status shipped = shipping ? ship_changes() : Status::OK();
             Status done = shipped.ok() ? exec("COMMIT") : shipped;
             if (done.ok()) return r;
             rollback();
@@ -1803,6 +1805,16 @@ Status MetaShard::start_shipping(uint64_t term, ShipFn ship) {
     return Status::OK();
 }
 
+Status MetaShard::forget_position() {
+    JOBFS_META_OP("forget the position of shard " + std::to_string(shard_id_));
+    return impl_->transact(
+        [&]() -> Status {
+            JOBFS_RETURN_IF_ERROR(impl_->put_meta("repl_term", 0));
+            return impl_->put_meta("repl_seq", kOutOfStep);
+        },
+        true);
+}
+
 Result<MetaShard::ReplPosition> MetaShard::position() {
     JOBFS_META_OP("position of shard " + std::to_string(shard_id_));
     auto at = impl_->position_now();
@@ -1837,7 +1849,7 @@ Status MetaShard::apply_changeset(const ReplPosition& prev, const ReplPosition& 
         if (!now.ok()) return now.status();
         if (!(*now == at)) return impl_->fail(Code::protocol, "the changeset did not carry its position");
         return Status::OK();
-    });
+    }, true);
 }
 
 namespace {

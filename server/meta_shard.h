@@ -335,6 +335,11 @@ public:
     // refused). Then the replica is at the snapshot's position.
     Status install_snapshot(const Snapshot& snap);
     Result<ReplPosition> position();
+    // A copy made fresh (or of unknown history) is in step with no primary: its position
+    // becomes {0, kOutOfStep}, which no changeset follows, so its first one is refused and it
+    // gets a snapshot.
+    static constexpr uint64_t kOutOfStep = uint64_t(INT64_MAX);
+    Status forget_position();
     // Every regular file of this shard with its size and layout, in inode order (resync walks
     // them to find the chunks a restarted daemon must copy). One query; a shard of a million
     // files is ~40 MB here.

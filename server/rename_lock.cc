@@ -3,6 +3,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <thread>
+
 #include "daemon_protocol.h"
 #include "log.h"
 #include "rpc.h"
@@ -44,9 +46,9 @@ struct RenameLock::State {
     }
 };
 
-RenameLock::RenameLock(transport::Worker& worker, uint32_t rank, PeerFn peer, std::chrono::milliseconds lease)
-    : rank_(rank), peer_(std::move(peer)) {
-    if (rank_ != 0) return;
+RenameLock::RenameLock(transport::Worker& worker, uint32_t rank, PeerFn peer, HolderFn holder,
+                       std::chrono::milliseconds lease)
+    : rank_(rank), peer_(std::move(peer)), holder_(std::move(holder)) {
     state_ = std::make_shared<State>();
     state_->lease = lease;
     waiters_ = std::make_shared<boost::asio::thread_pool>(1);
@@ -54,7 +56,11 @@ RenameLock::RenameLock(transport::Worker& worker, uint32_t rank, PeerFn peer, st
     // acquires are granted one after another.
     auto st = state_;
     auto pool = waiters_;
-    rpc::serve<proto::RenameLockAcquire>(worker, [st, pool](transport::ServerCall call, proto::RenameLockRequest&& r) {
+    auto holder_fn = holder_;
+    rpc::serve<proto::RenameLockAcquire>(worker, [st, pool, holder_fn, rank](transport::ServerCall call,
+                                                                             proto::RenameLockRequest&& r) {
+        if (holder_fn() != int64_t(rank))
+            return call.reply(Status(Code::again, "daemon " + std::to_string(rank) + " does not hold the rename lock"));
         boost::asio::post(*pool, [st, call, token = r.token] {
             st->grant(token);
             rpc::reply<proto::RenameLockAcquire>(call, proto::Empty{});
@@ -67,7 +73,6 @@ RenameLock::RenameLock(transport::Worker& worker, uint32_t rank, PeerFn peer, st
 }
 
 RenameLock::~RenameLock() {
-    if (!state_) return;
     {
         std::lock_guard l(state_->mu);
         state_->stopping = true;
@@ -78,27 +83,43 @@ RenameLock::~RenameLock() {
 
 Result<RenameLock::Held> RenameLock::acquire() {
     const uint64_t token = (uint64_t(rank_) << 48) | next_token_.fetch_add(1);
-    if (rank_ == 0) {
-        state_->grant(token);
-        return Held(this, token);
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    for (;;) {
+        const int64_t h = holder_();
+        Status st;
+        if (h == int64_t(rank_)) {
+            state_->grant(token);
+            return Held(this, token, rank_);
+        }
+        if (h < 0) {
+            st = Status(Code::peer_gone, "no daemon holds the rename lock (metadata shard 0 is not served)");
+        } else {
+            auto ep = peer_(static_cast<uint32_t>(h));
+            if (ep.ok()) {
+                transport::CallOptions o;
+                o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kLease) + std::chrono::seconds(30);
+                st = rpc::call<proto::RenameLockAcquire>(*ep, proto::RenameLockRequest{token}, o).status();
+                if (st.ok()) return Held(this, token, static_cast<uint32_t>(h));
+            } else {
+                st = ep.status();
+            }
+        }
+        // The holder is changing (shard 0 changing hands): ask again under the next table.
+        const Code c = st.code();
+        const bool retry = c == Code::again || c == Code::peer_gone || c == Code::refused || c == Code::cancelled;
+        if (!retry || Clock::now() >= deadline) return st.with_context("rename lock");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    auto ep = peer_(0);
-    if (!ep.ok()) return ep.status().with_context("rename lock on daemon 0");
-    transport::CallOptions o;
-    o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kLease) + std::chrono::seconds(30);
-    auto r = rpc::call<proto::RenameLockAcquire>(*ep, proto::RenameLockRequest{token}, o);
-    if (!r.ok()) return r.status().with_context("rename lock on daemon 0");
-    return Held(this, token);
 }
 
 RenameLock::Held::~Held() {
     if (!lock_) return;
-    if (lock_->rank_ == 0) {
+    if (at_ == lock_->rank_) {
         lock_->state_->release(token_);
         return;
     }
-    // Best effort: if daemon 0 cannot be told, the lease frees the lock.
-    auto ep = lock_->peer_(0);
+    // Best effort: if its holder cannot be told, the lease frees the lock.
+    auto ep = lock_->peer_(at_);
     if (!ep.ok()) return;
     auto r = rpc::call<proto::RenameLockRelease>(*ep, proto::RenameLockRequest{token_});
     if (!r.ok()) JOBFS_WARN("rename lock: release failed (%s): it is freed when its lease ends", r.status().to_string().c_str());

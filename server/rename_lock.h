@@ -5,8 +5,11 @@
 // running at once (`mv /a /b/` and `mv /b /a/`) could each pass their check before the other
 // applied, and together cut both directories off from the root in a loop. Linux serialises
 // every rename between two directories with one mutex per file system (s_vfs_rename_mutex),
-// Lustre with a global rename lock on MDT0; jobfs does the same: daemon 0 holds the lock and
+// Lustre with a global rename lock on MDT0; jobfs does the same: the daemon serving metadata
+// shard 0 (daemon 0, or the next of shard 0's meta chain while it is lost) holds the lock, and
 // every rename whose two parents differ holds it from before its checks until it is done.
+// When shard 0 changes hands the lock starts free on its new daemon: renames that held it on
+// the old one (whose daemon died) are not waited for.
 // Renames within one directory (most of them: a temporary file renamed into place) never take
 // it.
 //
@@ -38,9 +41,10 @@ public:
     using PeerFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
     static constexpr std::chrono::milliseconds kLease{60000};
 
-    // rank: this daemon's; rank 0 holds the lock and serves RenameLockAcquire/Release on
-    // `worker`, the others ask it through peer(0).
-    RenameLock(transport::Worker& worker, uint32_t rank, PeerFn peer,
+    // holder(): the daemon that holds the lock now (-1: none is reachable). Every daemon
+    // serves RenameLockAcquire/Release on `worker` and grants the lock while it is the holder.
+    using HolderFn = std::function<int64_t()>;
+    RenameLock(transport::Worker& worker, uint32_t rank, PeerFn peer, HolderFn holder,
                std::chrono::milliseconds lease = kLease);
     ~RenameLock();
     RenameLock(const RenameLock&) = delete;
@@ -50,27 +54,29 @@ public:
     class Held {
     public:
         Held() = default;
-        Held(Held&& o) noexcept : lock_(std::exchange(o.lock_, nullptr)), token_(o.token_) {}
+        Held(Held&& o) noexcept : lock_(std::exchange(o.lock_, nullptr)), token_(o.token_), at_(o.at_) {}
         Held& operator=(Held&&) = delete;
         ~Held();
 
     private:
         friend class RenameLock;
-        Held(RenameLock* lock, uint64_t token) : lock_(lock), token_(token) {}
+        Held(RenameLock* lock, uint64_t token, uint32_t at) : lock_(lock), token_(token), at_(at) {}
         RenameLock* lock_ = nullptr;
         uint64_t token_ = 0;
+        uint32_t at_ = 0; // the daemon that granted it
     };
 
-    // Waits until this caller holds the lock (daemon 0 unreachable: its error).
+    // Waits until this caller holds the lock (no holder reachable for 20 s: the error).
     Result<Held> acquire();
 
 private:
-    struct State; // daemon 0's side: the holder and its lease
+    struct State; // the holder's side: who has it, and its lease
 
     const uint32_t rank_;
     PeerFn peer_;
-    std::shared_ptr<State> state_;                      // daemon 0 only
-    std::shared_ptr<boost::asio::thread_pool> waiters_; // daemon 0 only: acquires that wait
+    HolderFn holder_;
+    std::shared_ptr<State> state_;
+    std::shared_ptr<boost::asio::thread_pool> waiters_; // acquires that wait
     std::atomic<uint64_t> next_token_{1};
 };
 

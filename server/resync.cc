@@ -161,6 +161,17 @@ bool Resync::rejoin_once() {
         std::lock_guard l(mu_);
         if (again_) return false; // taken offline during the last walk: it may have missed writes
     }
+    if (before_serving_) {
+        for (;;) {
+            Status st = before_serving_();
+            if (st.ok()) break;
+            JOBFS_WARN("resync: %s; trying again", st.to_string().c_str());
+            if (stopping_) return false;
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            std::lock_guard l(mu_);
+            if (again_) return false;
+        }
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
                static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);

@@ -32,6 +32,9 @@ public:
     Resync(transport::Worker& worker, MetaShard& shard, Membership& membership, ChunkService& chunks, uint32_t rank,
            uint32_t size, PeerFn peer);
     ~Resync();
+    // Runs at the end of a resync, before this daemon is published serving; a failure makes
+    // the resync try again. Set before the first rejoin.
+    void before_serving(std::function<Status()> fn) { before_serving_ = std::move(fn); }
 
     // Starts the rejoin in the background (see above). Called again while one runs (the table
     // took this daemon offline again: it missed writes meanwhile), that one starts over.
@@ -54,6 +57,7 @@ private:
     uint32_t rank_;
     uint32_t size_;
     PeerFn peer_;
+    std::function<Status()> before_serving_;
     std::mutex mu_;
     bool running_ = false; // a rejoin task is posted or runs
     bool again_ = false;   // rejoin() was called while it ran: start over

@@ -10,7 +10,7 @@
 # daemon 1 is restarted and daemon 2 killed before daemon 1 copied those chunks: daemon 1 stays
 # syncing and their reads fail with MPI_ERR_IO (EIO), never return bytes it does not have.
 # Daemon 0 holds the root directory and the file (a file's inode is on its directory's shard),
-# so the killed daemons hold only chunks: metadata is not replicated (docs/replication.md).
+# so the killed daemons hold only chunks (metadata shard 0 stays with daemon 0).
 set -u
 JOBFS=${JOBFS:-./client/jobfs}
 export JOBFSD=${JOBFSD:-./server/jobfsd}

@@ -8,7 +8,7 @@
 # byte-exact on n1; after healing, n3's daemon resyncs (`jobfs status` with the job's
 # JOBFS_CLUSTER shows all three serving again) and serves: n3's mount reads every file
 # byte-exact; the job ends cleanly and leaves nothing on any node. The files are in the root
-# directory, whose metadata shard is n1's (metadata is not replicated: docs/replication.md).
+# directory, whose metadata shard is n1's (its copy on n2 is not needed: n1 stays).
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
 # The nodes talk over the test bridge: not make check's loopback-only UCX setting (tests/local.mk).

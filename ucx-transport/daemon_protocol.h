@@ -165,8 +165,17 @@ struct ChainTable {
     std::vector<uint8_t> states;   // by rank: kDaemon*
     std::vector<uint64_t> sync_done;  // by rank: bytes resynced so far (state syncing)
     std::vector<uint64_t> sync_total; // by rank: bytes to resync
-    JOBFS_FIELDS(version, manager, states, sync_done, sync_total)
+    uint32_t meta_replicas = 1;       // copies of each metadata shard (its meta chain's length)
+    JOBFS_FIELDS(version, manager, states, sync_done, sync_total, meta_replicas)
 };
+
+// The daemons holding metadata shard `shard` (docs/replication.md, "Metadata shards"): its own
+// rank, then the next ones, min(replicas, n) in all.
+inline std::vector<uint32_t> meta_chain(uint32_t shard, uint32_t n, uint32_t replicas) {
+    std::vector<uint32_t> c;
+    for (uint32_t k = 0; k < std::min(std::max(replicas, 1u), n); ++k) c.push_back((shard + k) % n);
+    return c;
+}
 
 struct HeartbeatRequest {
     uint32_t rank = 0;
@@ -177,6 +186,17 @@ struct HeartbeatResponse {
     uint64_t table_version = 0;
     JOBFS_FIELDS(table_version)
 };
+
+// The daemon that serves metadata shard `shard` under t: the first serving member of its meta
+// chain; -1 when none serves. Without a table (version 0) every daemon serves its own shard.
+inline int64_t meta_primary(uint32_t shard, const ChainTable& t) {
+    // Unreplicated: the shard's daemon serves it in any state (syncing: its chunks, not its
+    // metadata, are behind).
+    if (t.version == 0 || t.states.empty() || t.meta_replicas <= 1) return shard;
+    for (uint32_t r : meta_chain(shard, static_cast<uint32_t>(t.states.size()), t.meta_replicas))
+        if (t.states[r] == kDaemonServing) return r;
+    return -1;
+}
 
 // True if a is newer than b: a higher version, or the same version from a lower-ranked manager.
 inline bool newer_table(const ChainTable& a, const ChainTable& b) {
@@ -371,7 +391,8 @@ struct CreateInodeRequest {
     Attr tmpl;           // type, mode, uid, gid, nlink, target and layout of the new inode
     uint64_t parent = 0; // a directory's parent directory
     uint64_t intent = 0; // 0: not part of an intent
-    JOBFS_FIELDS(tmpl, parent, intent)
+    uint32_t shard = 0;  // the shard to create it on
+    JOBFS_FIELDS(tmpl, parent, intent, shard)
 };
 struct RenameInsertRequest {
     uint64_t intent = 0;
@@ -398,7 +419,8 @@ struct NlinkRequest {
 struct StepRequest {
     uint64_t intent = 0;
     uint32_t step = 0;
-    JOBFS_FIELDS(intent, step)
+    uint32_t shard = 0; // the shard the step is on
+    JOBFS_FIELDS(intent, step, shard)
 };
 struct StepResult {
     bool ran = false;   // the step had run before it was aborted
@@ -413,6 +435,32 @@ struct SetParentRequest {
 struct ParentResponse {
     uint64_t parent = 0;
     JOBFS_FIELDS(parent)
+};
+
+// Metadata shard replication (docs/replication.md, "Metadata shards"): a primary ships each
+// transaction's changeset to the other members of the shard's meta chain before it commits.
+struct MetaApplyRequest {
+    uint32_t shard = 0;
+    uint64_t table_version = 0; // the primary's: a replica with another table refuses (again)
+    uint64_t prev_term = 0, prev_seq = 0;
+    uint64_t term = 0, seq = 0;
+    std::vector<uint8_t> changeset;
+    JOBFS_FIELDS(shard, table_version, prev_term, prev_seq, term, seq, changeset)
+};
+// A whole shard for a replica that is not in step; the database image is the request's bulk.
+struct MetaInstallRequest {
+    uint32_t shard = 0;
+    uint64_t term = 0, seq = 0;
+    JOBFS_FIELDS(shard, term, seq)
+};
+struct MetaShardRequest {
+    uint32_t shard = 0;
+    uint32_t member = 0; // MetaCatchUp: the daemon whose copy is to be brought in step
+    JOBFS_FIELDS(shard, member)
+};
+struct MetaPositionResponse {
+    uint64_t term = 0, seq = 0;
+    JOBFS_FIELDS(term, seq)
 };
 
 // The file system's rename lock, held by daemon 0 (server/rename_lock.h).
@@ -450,6 +498,12 @@ JOBFS_RPC(PeerSetParent, 86, SetParentRequest, Empty);
 JOBFS_RPC(PeerParent, 87, InoRequest, ParentResponse);
 JOBFS_RPC(RenameLockAcquire, 88, RenameLockRequest, Empty);
 JOBFS_RPC(RenameLockRelease, 89, RenameLockRequest, Empty);
+JOBFS_RPC(MetaApply, 90, MetaApplyRequest, Empty);
+JOBFS_RPC(MetaInstall, 91, MetaInstallRequest, Empty);
+JOBFS_RPC(MetaPosition, 92, MetaShardRequest, MetaPositionResponse);
+// Asks a daemon keeping a shard to bring `member`'s copy in step with its own (it sends a
+// snapshot if their positions differ); answered once it is.
+JOBFS_RPC(MetaCatchUp, 93, MetaShardRequest, Empty);
 
 inline uint32_t shard_of(uint64_t ino) { return static_cast<uint32_t>(ino >> 48); }
 

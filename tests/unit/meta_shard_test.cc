@@ -1206,6 +1206,28 @@ TEST_F(MetaShardTest, APromotedReplicaContinuesTheHistoryAndRefusesDivergedRepli
     EXPECT_EQ(pa->term, 9u);
 }
 
+// A primary that lost its shard to another keeps a refusing ship (so that nothing commits on
+// it any more), and is then the new primary's replica: the changesets it applies are not its
+// own transactions and must never go through that ship (they did: every one was refused).
+TEST_F(MetaShardTest, AReplicaAppliesChangesetsWhatEverItsOwnShipping) {
+    auto rep = MetaShard::open((dir_ / "replica0.db").string(), 0);
+    ASSERT_TRUE(rep.ok());
+    MetaShard& r = **rep;
+    auto snap = m().snapshot();
+    ASSERT_TRUE(snap.ok());
+    ASSERT_TRUE(r.install_snapshot(*snap).ok());
+    ASSERT_TRUE(r.start_shipping(3, [](const MetaShard::ReplPosition&, const MetaShard::ReplPosition&,
+                                       std::span<const uint8_t>) { return Status(Code::again, "no longer the primary"); })
+                    .ok());
+    EXPECT_EQ(code(r.create(kRoot, kRootIno, "own", 0644, true)), Code::again); // its own: refused
+    ASSERT_TRUE(m().start_shipping(4, [&](const MetaShard::ReplPosition& prev, const MetaShard::ReplPosition& at,
+                                          std::span<const uint8_t> cs) { return r.apply_changeset(prev, at, cs); })
+                    .ok());
+    create(kRootIno, "shipped");
+    EXPECT_TRUE(r.lookup(kRoot, kRootIno, "shipped").ok());
+    EXPECT_EQ(code(r.lookup(kRoot, kRootIno, "own")), Code::not_found);
+}
+
 // A snapshot of another shard is refused and changes nothing.
 TEST_F(MetaShardTest, SnapshotOfAnotherShardIsRefused) {
     auto other = MetaShard::open(db_path(4), 4);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -502,6 +503,110 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     n = cl.pread(**r, 0, back);
     ASSERT_TRUE(n.ok()) << n.status().to_string();
     EXPECT_TRUE(back == data);
+}
+
+// ---- metadata shards: replicated, failed over, caught up -----------------------------------
+
+// Metadata replicated (R=2: shard s is kept by daemons s and s+1). Daemon 0 (the root's shard,
+// and here the shard of directory /src) is killed with SIGKILL while a client creates files in
+// /src and renames them to /dst on another shard (cross-shard renames: intents). Every
+// operation the client saw succeed is there afterwards, served by daemon 1, and the client goes
+// on without an error (its calls move to the new primary). Daemon 0 restarted catches up (a
+// snapshot), serves its shard again, and a new client sees everything; a third round with
+// daemon 1 killed shows shard 0 survives that too.
+TEST(ReplicationMetadata, PrimaryKilledWhileCreatingAndRenamingLosesNoAcknowledgedChange) {
+    test::TempDir dir("jobfs-repl-meta");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800",
+                                       "--heartbeat-ms", "100", "--log-level", "info"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    auto t0 = cl.chain_table();
+    ASSERT_TRUE(t0.ok());
+    EXPECT_EQ(t0->meta_replicas, 2u);
+    // /src on shard 0 (daemon 0's), /dst elsewhere.
+    std::string src, dst;
+    for (int i = 0; i < 64 && (src.empty() || dst.empty()); ++i) {
+        const std::string d = "/d" + std::to_string(i);
+        auto a = cl.mkdir(d);
+        ASSERT_TRUE(a.ok()) << a.status().to_string();
+        const uint32_t shard = static_cast<uint32_t>(a->ino >> 48);
+        if (shard == 0 && src.empty()) src = d;
+        else if (shard != 0 && dst.empty()) dst = d;
+    }
+    ASSERT_FALSE(src.empty() || dst.empty());
+
+    std::mutex mu;
+    std::vector<std::string> acked, failed;
+    auto round = [&](Client& c, int from, int to) {
+        for (int i = from; i < to; ++i) {
+            const std::string n = "f" + std::to_string(i);
+            auto f = c.open(src + "/" + n, O_CREAT | O_WRONLY, 0644); // not O_EXCL: a retry finds it
+            Status s = f.ok() ? c.close(**f) : f.status();
+            if (s.ok()) s = c.rename(src + "/" + n, dst + "/" + n);
+            // A rename whose answer was lost with the old primary: done all the same.
+            if (!s.ok() && s.code() == Code::not_found && c.stat(dst + "/" + n).ok()) s = Status::OK();
+            std::lock_guard l(mu);
+            (s.ok() ? acked : failed).push_back(n + (s.ok() ? "" : ": " + s.to_string()));
+        }
+    };
+    auto count = [&] {
+        std::lock_guard l(mu);
+        return acked.size() + failed.size();
+    };
+    auto wait_count = [&](size_t n) {
+        for (int i = 0; i < 600 && count() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    };
+    auto serving = [&](Client& c, uint32_t rank) {
+        for (int i = 0; i < 600; ++i) {
+            auto t = c.chain_table();
+            if (t.ok() && t->states.size() == 3 && t->states[rank] == proto::kDaemonServing) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    };
+    auto all_there = [&](Client& c) {
+        std::lock_guard l(mu);
+        size_t missing = 0;
+        for (const auto& n : acked)
+            if (!c.stat(dst + "/" + n).ok()) ++missing;
+        auto list = c.list(dst);
+        EXPECT_TRUE(list.ok()) << list.status().to_string();
+        if (list.ok()) {
+            EXPECT_EQ(list->size(), acked.size());
+        }
+        return missing;
+    };
+
+    // Operations from..to, daemon `rank` killed once `at` of them are done: none may fail.
+    auto kill_during = [&](int from, int to, int at, uint32_t rank) {
+        std::thread writer([&] { round(cl, from, to); });
+        wait_count(size_t(at));
+        (*cluster)->kill(rank);
+        writer.join();
+        std::lock_guard l(mu);
+        EXPECT_TRUE(failed.empty()) << failed.size() << " failed, first: " << failed.front();
+        EXPECT_EQ(acked.size(), size_t(to));
+    };
+
+    kill_during(0, 120, 30, 0);
+    EXPECT_EQ(all_there(cl), 0u);
+    auto t1 = cl.chain_table();
+    ASSERT_TRUE(t1.ok());
+    EXPECT_EQ(t1->states[0], proto::kDaemonOffline);
+
+    // Daemon 0 back: it catches up before it serves, then serves shard 0 again.
+    ASSERT_TRUE((*cluster)->restart(0).ok());
+    ASSERT_TRUE(serving(cl, 0)) << "daemon 0 never served again";
+    round(cl, 120, 140);
+    auto fresh = Client::connect((*cluster)->info());
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_EQ(all_there(**fresh), 0u);
+
+    // Daemon 1 (shard 0's other copy, and shard 1's primary) killed: shard 1 moves to daemon 2,
+    // shard 0 stays with daemon 0.
+    kill_during(140, 200, 160, 1);
+    EXPECT_EQ(all_there(cl), 0u);
 }
 
 // ---- resync: a restarted daemon catches up, then serves ----------------------------------

@@ -1,0 +1,52 @@
+// meta_call.h: a namespace RPC sent to the daemon that serves the metadata shard it names.
+//
+// Shard s is served by the first serving daemon of its meta chain under the chain table
+// (proto::meta_primary; docs/replication.md, "Metadata shards"). With replicated metadata the
+// primary changes when a daemon is lost or comes back: a daemon that does not serve the shard
+// (any more) answers `again`, a lost one does not answer; the call then refreshes the table
+// and asks the new primary, for up to FileIO::kFailoverTimeout. Without replication the
+// shard's own daemon is asked once, as always.
+//
+// A retried operation may have been applied by the primary that was lost (its answer was what
+// got lost): a create with O_EXCL or a mkdir may then report `exists`, an unlink or a rename
+// `not_found`, as an NFS client may after a server restart.
+#pragma once
+
+#include <chrono>
+#include <thread>
+
+#include "client/file_io.h"
+#include "daemon_protocol.h"
+
+namespace jobfs::client {
+
+inline bool meta_retriable(Code c) {
+    return c == Code::again || c == Code::peer_gone || c == Code::refused || c == Code::timeout || c == Code::cancelled;
+}
+
+// `key`: an inode the request is about (an entry's directory, an inode), which names its shard.
+template <class Rpc>
+Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const typename Rpc::Request& req) {
+    const uint32_t n = io.daemon_count();
+    const uint32_t shard = static_cast<uint32_t>(proto::shard_of(key) % n);
+    proto::ChainTable t = io.table_once();
+    const auto deadline = std::chrono::steady_clock::now() + FileIO::kFailoverTimeout;
+    for (;;) {
+        const int64_t p = proto::meta_primary(shard, t);
+        Result<typename Rpc::Response> r =
+            p < 0 ? Result<typename Rpc::Response>(
+                        Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(shard)))
+                  : transport::rpc::call<Rpc>(io.endpoint(static_cast<uint32_t>(p)), req);
+        if (r.ok() || t.meta_replicas <= 1 || !meta_retriable(r.status().code()) ||
+            std::chrono::steady_clock::now() >= deadline)
+            return r;
+        const Code c = r.status().code();
+        if (p >= 0 && (c == Code::peer_gone || c == Code::cancelled || c == Code::refused)) io.heal(static_cast<uint32_t>(p));
+        const uint64_t before = t.version;
+        (void)io.refresh_table();
+        t = io.table();
+        if (t.version == before) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
+} // namespace jobfs::client
