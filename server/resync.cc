@@ -105,6 +105,19 @@ void Resync::rejoin() {
     });
 }
 
+bool Resync::catch_up_metadata() {
+    if (!before_serving_) return true;
+    for (;;) {
+        Status st = before_serving_();
+        if (st.ok()) return true;
+        JOBFS_WARN("resync: %s; trying again", st.to_string().c_str());
+        if (stopping_) return false;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        std::lock_guard l(mu_);
+        if (again_) return false;
+    }
+}
+
 bool Resync::rejoin_once() {
     const auto t0 = std::chrono::steady_clock::now();
     membership_.set_sync_progress(0, size_);
@@ -113,6 +126,8 @@ bool Resync::rejoin_once() {
     // accepted under the old table finish within a call's time. Wait before walking so
     // that every write from here on reaches this daemon.
     std::this_thread::sleep_for(std::chrono::seconds(1));
+    // Metadata first: the walk of this daemon's own shard below reads its copy of the shard.
+    if (!catch_up_metadata()) return false;
     proto::ResyncResponse total;
     std::vector<bool> walked(size_, false);
     uint32_t done = 0;
@@ -161,17 +176,7 @@ bool Resync::rejoin_once() {
         std::lock_guard l(mu_);
         if (again_) return false; // taken offline during the last walk: it may have missed writes
     }
-    if (before_serving_) {
-        for (;;) {
-            Status st = before_serving_();
-            if (st.ok()) break;
-            JOBFS_WARN("resync: %s; trying again", st.to_string().c_str());
-            if (stopping_) return false;
-            std::this_thread::sleep_for(std::chrono::seconds(1));
-            std::lock_guard l(mu_);
-            if (again_) return false;
-        }
-    }
+    if (!catch_up_metadata()) return false; // (changes made during the walk came as changesets)
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
                static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);

@@ -32,8 +32,8 @@ public:
     Resync(transport::Worker& worker, MetaShard& shard, Membership& membership, ChunkService& chunks, uint32_t rank,
            uint32_t size, PeerFn peer);
     ~Resync();
-    // Runs at the end of a resync, before this daemon is published serving; a failure makes
-    // the resync try again. Set before the first rejoin.
+    // Runs before a resync walks the shards (metadata first) and again before this daemon is
+    // published serving; it is tried again until it succeeds. Set before the first rejoin.
     void before_serving(std::function<Status()> fn) { before_serving_ = std::move(fn); }
 
     // Starts the rejoin in the background (see above). Called again while one runs (the table
@@ -50,6 +50,8 @@ private:
     // One rejoin: syncing, every shard walked (again until each succeeded, or its daemon is
     // offline), serving. False if stopped first.
     bool rejoin_once();
+    // Runs before_serving_ until it succeeds; false if stopped or taken offline meanwhile.
+    bool catch_up_metadata();
 
     MetaShard& shard_;
     Membership& membership_;
