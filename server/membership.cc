@@ -196,6 +196,15 @@ void Membership::set_own_state(uint8_t state) {
     publish(p);
 }
 
+void Membership::republish() {
+    Publication p;
+    {
+        std::lock_guard l(mu_);
+        p = publication_locked();
+    }
+    publish(p);
+}
+
 void Membership::loop() {
     std::unique_lock l(stop_mu_);
     while (!stopping_) {

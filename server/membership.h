@@ -84,6 +84,8 @@ public:
     // Publishes this daemon's own state (a restarted daemon: syncing, then serving). Goes
     // through the manager's rule: the new version is pushed to every peer heard from.
     void set_own_state(uint8_t state);
+    // Pushes this daemon's table again to every peer it hears from (one that missed it).
+    void republish();
 
 private:
     void loop();

@@ -105,6 +105,29 @@ void Resync::rejoin() {
     });
 }
 
+bool Resync::peers_know(uint64_t version) {
+    for (;;) {
+        const proto::ChainTable t = membership_.table();
+        std::vector<uint32_t> behind;
+        for (uint32_t r = 0; r < size_; ++r) {
+            if (r == rank_ || (t.states.size() == size_ && t.states[r] == proto::kDaemonOffline)) continue;
+            auto ep = peer_(r);
+            transport::CallOptions o;
+            o.timeout = std::chrono::seconds(2);
+            auto theirs = ep.ok() ? rpc::call<proto::ChainTableGet>(*ep, proto::Empty{}, o) : Result<proto::ChainTable>(ep.status());
+            if (!theirs.ok() || theirs->version < version) behind.push_back(r);
+        }
+        if (behind.empty()) return true;
+        if (stopping_) return false;
+        {
+            std::lock_guard l(mu_);
+            if (again_) return false;
+        }
+        membership_.republish(); // (a peer that missed the push gets it again)
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+}
+
 bool Resync::catch_up_metadata() {
     if (!before_serving_) return true;
     for (;;) {
@@ -122,9 +145,13 @@ bool Resync::rejoin_once() {
     const auto t0 = std::chrono::steady_clock::now();
     membership_.set_sync_progress(0, size_);
     membership_.set_own_state(proto::kDaemonSyncing);
-    // Writers learn of the new table from a refused request or a heartbeat; writes a head
-    // accepted under the old table finish within a call's time. Wait before walking so
-    // that every write from here on reaches this daemon.
+    // Every write from here on must reach this daemon: a head still using a table that has it
+    // offline would write chunks without it that the walk below may already have passed (seen
+    // after a network partition healed: a peer whose connection here was broken learned of
+    // the syncing table seconds late, and an acknowledged file read back stale from here).
+    // So first every daemon that is not offline must have this table; then writes a head
+    // accepted under an older one finish within a call's time.
+    if (!peers_know(membership_.table_version())) return false;
     std::this_thread::sleep_for(std::chrono::seconds(1));
     // Metadata first: the walk of this daemon's own shard below reads its copy of the shard.
     if (!catch_up_metadata()) return false;

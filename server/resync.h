@@ -50,6 +50,9 @@ private:
     // One rejoin: syncing, every shard walked (again until each succeeded, or its daemon is
     // offline), serving. False if stopped first.
     bool rejoin_once();
+    // Waits until every daemon the table does not have offline uses table `version` or a
+    // newer one; false if stopped or taken offline meanwhile.
+    bool peers_know(uint64_t version);
     // Runs before_serving_ until it succeeds; false if stopped or taken offline meanwhile.
     bool catch_up_metadata();
 

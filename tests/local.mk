@@ -21,9 +21,9 @@ if JOBFS_FUSE
 if !JOBFS_SANITIZE
 TESTS += tests/slurm_test.sh
 # slurm_partition_test.sh is run by hand (make check TESTS=tests/slurm_partition_test.sh): in
-# session 5 its writers went on through the cut (4 runs of 5 passed, 10-31 files per writer
-# written during it), but one run read an acknowledged file back wrong after the healing (an
-# open bug of issue #8, docs/replication.md); a test that fails one run in five would block CI.
+# session 5 its writers went on through the cut (10-31 files per writer written during it),
+# but about one run in five reads an acknowledged file back wrong after the healing (an open
+# bug of issue #8, docs/replication.md); a test that fails one run in five would block CI.
 tests/slurm_partition_test.log: tests/slurm_test.log
 # The radosgw tier after it: with Ceph running beside it, a rank of the Slurm test's MPI job
 # died of SIGSEGV once (distcheck; cause not found) and the other ranks waited for it.
