@@ -241,15 +241,6 @@ Chain FileIO::read_chain(uint64_t ino, uint64_t index, const Layout& layout, con
     return c;
 }
 
-namespace {
-
-// Failures a newer chain table may cure: a chain member died or the table moved on.
-bool retriable(Code c) {
-    return c == Code::again || c == Code::peer_gone || c == Code::timeout || c == Code::refused ||
-           c == Code::cancelled;
-}
-
-} // namespace
 
 Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const {
     JOBFS_RETURN_IF_ERROR(check(layout));
@@ -296,7 +287,7 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
         const Status* failed = nullptr;
         for (const Status& st : status)
             if (!st.ok()) {
-                if (!replicated || !retriable(st.code())) return st; // R=1: nothing to fail over to
+                if (!replicated || !cured_by_newer_table(st.code())) return st; // R=1: nothing to fail over to
                 if (!failed) failed = &st;
             }
         if (!failed) return Status::OK();
@@ -364,7 +355,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             if (sl.tries >= sl.chain.length + 1 || (!sl.to_tail && sl.tries >= sl.chain.length)) {
                 // Every replica failed: the table may have moved on (a daemon said ours is
                 // stale, or one died and the chain has changed), or will soon.
-                if (!replicated || !retriable(sl.status.code()) || std::chrono::steady_clock::now() >= deadline)
+                if (!replicated || !cured_by_newer_table(sl.status.code()) || std::chrono::steady_clock::now() >= deadline)
                     return sl.status;
                 for (uint32_t k = 0; k < sl.chain.length; ++k) heal(sl.chain.ranks[k]);
                 const uint64_t before = t.version;

@@ -20,10 +20,6 @@
 
 namespace jobfs::client {
 
-inline bool meta_retriable(Code c) {
-    return c == Code::again || c == Code::peer_gone || c == Code::refused || c == Code::timeout || c == Code::cancelled;
-}
-
 // `key`: an inode the request is about (an entry's directory, an inode), which names its shard.
 template <class Rpc>
 Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const typename Rpc::Request& req) {
@@ -37,7 +33,7 @@ Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const t
             p < 0 ? Result<typename Rpc::Response>(
                         Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(shard)))
                   : transport::rpc::call<Rpc>(io.endpoint(static_cast<uint32_t>(p)), req);
-        if (r.ok() || t.meta_replicas <= 1 || !meta_retriable(r.status().code()) ||
+        if (r.ok() || t.meta_replicas <= 1 || !cured_by_newer_table(r.status().code()) ||
             std::chrono::steady_clock::now() >= deadline)
             return r;
         const Code c = r.status().code();

@@ -67,10 +67,7 @@ Result<typename Rpc::Response> MetaCoordinator::step_call(uint32_t s, const type
         auto ep = peer(s);
         Result<typename Rpc::Response> r = ep.ok() ? rpc::call<Rpc>(*ep, req) : Result<typename Rpc::Response>(ep.status());
         if (r.ok()) return r;
-        const Code c = r.status().code();
-        const bool moving = c == Code::again || c == Code::peer_gone || c == Code::refused || c == Code::cancelled ||
-                            c == Code::timeout;
-        if (!moving || std::chrono::steady_clock::now() >= deadline) return r;
+        if (!cured_by_newer_table(r.status().code()) || std::chrono::steady_clock::now() >= deadline) return r;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 }

@@ -105,9 +105,7 @@ Result<RenameLock::Held> RenameLock::acquire() {
             }
         }
         // The holder is changing (shard 0 changing hands): ask again under the next table.
-        const Code c = st.code();
-        const bool retry = c == Code::again || c == Code::peer_gone || c == Code::refused || c == Code::cancelled;
-        if (!retry || Clock::now() >= deadline) return st.with_context("rename lock");
+        if (!cured_by_newer_table(st.code()) || Clock::now() >= deadline) return st.with_context("rename lock");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 }

@@ -77,4 +77,12 @@ private:
 std::string_view code_name(Code code);
 bool code_is_known(int32_t value);
 
+// Failures a newer chain table may cure: the daemon asked is lost, hung or cut off, or no
+// longer serves what was asked (`again`). Callers that route by the chain table refresh it and
+// ask again (FileIO, metadata calls, cross-shard steps, the rename lock).
+inline bool cured_by_newer_table(Code c) {
+    return c == Code::again || c == Code::peer_gone || c == Code::timeout || c == Code::refused ||
+           c == Code::cancelled;
+}
+
 } // namespace jobfs
