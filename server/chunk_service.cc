@@ -315,6 +315,18 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             rpc::reply<proto::ChunkResync>(call, proto::ResyncResponse{1, *n});
         });
     });
+    rpc::serve<proto::ChunkExtents>(worker, [self](ServerCall call, proto::Empty&&) {
+        boost::asio::post(self->pool_, [self, call] {
+            auto e = self->store_.extents();
+            if (!e.ok()) return call.reply(e.status());
+            proto::ChunkExtentsResponse out;
+            for (auto [ino, n] : *e) {
+                out.inos.push_back(ino);
+                out.chunks.push_back(n);
+            }
+            rpc::reply<proto::ChunkExtents>(call, out);
+        });
+    });
     rpc::serve<proto::ChunkVersion>(worker, [self](ServerCall call, proto::ChunkRef&& req) {
         rpc::reply<proto::ChunkVersion>(call, proto::ChunkVersionResponse{self->committed(ChunkId{req.ino, req.index})});
     });

@@ -56,6 +56,9 @@ public:
     // Returns the bytes copied. Blocking: call on a thread of its own.
     Result<uint64_t> resync_chunk(ChunkId id, uint32_t source);
 
+    // The files this daemon holds chunks of (ChunkStore::extents; a resync walker's own).
+    Result<std::vector<std::pair<uint64_t, uint64_t>>> extents() { return store_.extents(); }
+
     // The whole local copy of a chunk, every block verified (scrub, repair source checks).
     Result<std::vector<uint8_t>> read_whole(ChunkId id);
 

@@ -23,6 +23,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <list>
+#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -449,6 +450,31 @@ Status ChunkStore::remove_file(uint64_t ino) {
         if (impl_->chunk_files > 0) impl_->chunk_files--;
     }
     return Status::OK();
+}
+
+Result<std::vector<std::pair<uint64_t, uint64_t>>> ChunkStore::extents() {
+    std::map<uint64_t, uint64_t> ends;
+    for (unsigned sub = 0; sub < 256; ++sub) {
+        const std::string dir = impl_->subdir(sub);
+        DIR* d = ::opendir(dir.c_str());
+        if (!d) {
+            if (errno == ENOENT) continue;
+            return errno_status("list " + dir);
+        }
+        while (dirent* e = ::readdir(d)) {
+            // <16 hex digits of the inode>.<8 of the index>; the .crc companion goes with it
+            if (std::strlen(e->d_name) != 25 || e->d_name[16] != '.') continue;
+            char* end = nullptr;
+            const uint64_t ino = std::strtoull(e->d_name, &end, 16);
+            if (end != e->d_name + 16) continue;
+            const uint64_t index = std::strtoull(e->d_name + 17, &end, 16);
+            if (*end != '\0') continue;
+            uint64_t& top = ends[ino];
+            top = std::max(top, index + 1);
+        }
+        ::closedir(d);
+    }
+    return std::vector<std::pair<uint64_t, uint64_t>>(ends.begin(), ends.end());
 }
 
 Result<DiskSpace> ChunkStore::space() {

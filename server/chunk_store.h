@@ -19,6 +19,8 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "result.h"
 
@@ -61,6 +63,9 @@ public:
     Status sync(ChunkId id);
     // Removes every chunk of a file (idempotent).
     Status remove_file(uint64_t ino);
+    // For every file with a chunk here: its inode and one past its highest chunk held here
+    // (resync: a file still open for writing has no settled size to go by).
+    Result<std::vector<std::pair<uint64_t, uint64_t>>> extents();
 
     Result<DiskSpace> space();
     uint64_t chunk_size() const { return chunk_size_; }

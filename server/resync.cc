@@ -3,7 +3,9 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <unordered_map>
 #include <thread>
 
 #include "log.h"
@@ -42,9 +44,37 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
     uint64_t without_source = 0;
     auto target_ep = target == rank_ ? Result<transport::Endpoint>(transport::Endpoint()) : peer_(target);
     if (!target_ep.ok()) return target_ep.status();
+    // The size in an inode is settled at close: a file still being written may have chunks
+    // past it (written while the target was away). So the walk also goes as far as any
+    // daemon that is not offline holds chunks of the file; the target's own count too, so
+    // that its copies of chunks cut off by a truncate while it was away are emptied (a later
+    // extension must read zeros there, not the old bytes).
+    std::unordered_map<uint64_t, uint64_t> held;
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (r != target && t.states.size() == size_ && t.states[r] == proto::kDaemonOffline) continue;
+        Result<proto::ChunkExtentsResponse> e = Status(Code::internal, "unset");
+        if (r == rank_) {
+            auto mine = chunks_.extents();
+            if (!mine.ok()) return mine.status();
+            e = proto::ChunkExtentsResponse{};
+            for (auto [ino, n] : *mine) {
+                e->inos.push_back(ino);
+                e->chunks.push_back(n);
+            }
+        } else {
+            auto ep = r == target ? target_ep : peer_(r);
+            e = ep.ok() ? rpc::call<proto::ChunkExtents>(*ep, proto::Empty{}) : Result<proto::ChunkExtentsResponse>(ep.status());
+        }
+        if (!e.ok()) return e.status().with_context("list the chunks of daemon " + std::to_string(r));
+        for (size_t i = 0; i < e->inos.size() && i < e->chunks.size(); ++i) {
+            uint64_t& top = held[e->inos[i]];
+            top = std::max(top, e->chunks[i]);
+        }
+    }
     for (const Attr& a : *files) {
         const placement::Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count, a.replicas};
-        const uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
+        uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
+        if (auto h = held.find(a.ino); h != held.end()) chunks = std::max(chunks, h->second);
         for (uint64_t i = 0; i < chunks; ++i) {
             const placement::Chain c = placement::chunk_chain(a.ino, i, l, size_);
             if (c.length < 2 || !c.contains(target)) continue;

@@ -4,7 +4,8 @@
 // syncing (from then on it is the tail of all its chains and receives every new write), waits
 // for writers to pick up that table, then asks every daemon, itself included, to walk the
 // files of its metadata shard (ResyncShard): for each chunk whose chain includes this daemon
-// the walker sends it a ChunkResync naming a serving copy, which ChunkService copies safely
+// (below the file's size or the highest chunk any daemon holds: an open file's size is not
+// settled) the walker sends it a ChunkResync naming a serving copy, which ChunkService copies safely
 // while writes go on. Progress (shards walked of all) shows in the table; when every shard is
 // done the daemon publishes itself serving. A shard that cannot be walked (its daemon is
 // down) is skipped with a warning: its files' chunks stay as they were here.

@@ -105,6 +105,14 @@ struct ResyncResponse {
     JOBFS_FIELDS(chunks, bytes)
 };
 
+// Resync: every file a daemon holds chunks of, with one past the highest chunk it holds
+// (inos[i], chunks[i]); a walker goes by these too, since an open file's size is not settled.
+struct ChunkExtentsResponse {
+    std::vector<uint64_t> inos;
+    std::vector<uint64_t> chunks;
+    JOBFS_FIELDS(inos, chunks)
+};
+
 // Between daemons: the newest version of a chunk whose write the tail has stored.
 struct ChunkVersionResponse {
     uint64_t committed = 0;
@@ -151,6 +159,7 @@ JOBFS_RPC(ChunkVersion, 39, ChunkRef, ChunkVersionResponse);
 JOBFS_RPC(ChunkScrub, 43, ChunkScrubRequest, ChunkScrubResponse);
 JOBFS_RPC(ChunkResync, 44, ChunkResyncRequest, ResyncResponse);
 JOBFS_RPC(ResyncShard, 45, ResyncShardRequest, ResyncResponse);
+JOBFS_RPC(ChunkExtents, 94, Empty, ChunkExtentsResponse);
 
 // ---- membership (server/membership): heartbeats and the chain table ------------------------
 // The chain table says which daemons serve chunks. A chunk's chain is the placement of

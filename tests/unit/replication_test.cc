@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <csignal>
 #include <cinttypes>
@@ -359,7 +360,7 @@ TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
 
 // ---- failures: kill -9 in the middle of a checkpoint ---------------------------------------
 
-// R=2 on 3 daemons: a daemon killed while one process writes a large checkpoint. Every write
+// R=2 on 3 daemons: a daemon killed while four writers write a 1 GiB checkpoint. Every write
 // call returns success (the client writes a piece again once the manager's new chain table
 // leaves the dead daemon out), the table says so, and every byte reads back exactly.
 TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
@@ -372,15 +373,32 @@ TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
     ASSERT_TRUE(before.ok()) << before.status().to_string();
     EXPECT_EQ(before->version, 1u);
 
-    const size_t piece = 4 << 20, pieces = 48; // 192 MiB
-    const auto data = pattern(piece * pieces, 9);
+    // Issue #8's checkpoint: 1 GiB, written by 4 writers at once (as 4 ranks would), each its
+    // own quarter in 4 MiB pieces; daemon 2 (it holds chunks and copies; the root is on 0) is
+    // killed once a third of the pieces are acknowledged. Each piece's bytes come from its
+    // number, so nothing of 1 GiB is held in memory.
+    const size_t piece = 4 << 20, pieces = 256, writers = 4;
     auto f = cl.open("/ckpt", O_CREAT | O_WRONLY | O_TRUNC, 0644);
     ASSERT_TRUE(f.ok());
-    for (size_t i = 0; i < pieces; ++i) {
-        if (i == pieces / 3) (*cluster)->kill(2); // daemon 2 holds chunks and copies; the root is on 0
-        Status s = cl.pwrite(**f, i * piece, std::span<const uint8_t>(data.data() + i * piece, piece));
-        ASSERT_TRUE(s.ok()) << "piece " << i << ": " << s.to_string();
-    }
+    std::atomic<size_t> acknowledged{0};
+    std::once_flag killed;
+    std::vector<std::string> failures(writers);
+    std::vector<std::thread> ranks;
+    for (size_t w = 0; w < writers; ++w)
+        ranks.emplace_back([&, w] {
+            for (size_t i = w * pieces / writers; i < (w + 1) * pieces / writers; ++i) {
+                if (acknowledged >= pieces / 3) std::call_once(killed, [&] { (*cluster)->kill(2); });
+                const auto data = pattern(piece, 1000 + i);
+                Status s = cl.pwrite(**f, i * piece, data);
+                if (!s.ok()) {
+                    failures[w] = "piece " + std::to_string(i) + ": " + s.to_string();
+                    return;
+                }
+                acknowledged++;
+            }
+        });
+    for (auto& t : ranks) t.join();
+    for (const auto& why : failures) ASSERT_EQ(why, "");
     ASSERT_TRUE(cl.close(**f).ok());
     auto after = cl.chain_table();
     ASSERT_TRUE(after.ok());
@@ -403,11 +421,13 @@ TEST(ReplicationFailover, KillDuringCheckpointLosesNoAcknowledgedByte) {
 
     auto r = cl.open("/ckpt", O_RDONLY);
     ASSERT_TRUE(r.ok());
-    std::vector<uint8_t> back(data.size());
-    auto n = cl.pread(**r, 0, back);
-    ASSERT_TRUE(n.ok()) << n.status().to_string();
-    ASSERT_EQ(*n, data.size());
-    EXPECT_TRUE(back == data);
+    std::vector<uint8_t> back(piece);
+    for (size_t i = 0; i < pieces; ++i) {
+        auto n = cl.pread(**r, i * piece, back);
+        ASSERT_TRUE(n.ok()) << "piece " << i << ": " << n.status().to_string();
+        ASSERT_EQ(*n, piece);
+        ASSERT_TRUE(back == pattern(piece, 1000 + i)) << "piece " << i;
+    }
 }
 
 // R=1: a killed daemon's chunks fail promptly (writes and reads), never wrong data, no hang.
@@ -614,10 +634,33 @@ TEST(ReplicationMetadata, PrimaryKilledWhileCreatingAndRenamingLosesNoAcknowledg
 // R=2: daemon 2 killed, files written and overwritten while it is down, daemon 2 restarted on
 // its old data directory: it resyncs what it missed (its log says so, the table shows it
 // serving again), its chunk files then hold exactly the current bytes, and clients read them.
+// Waits until the chain table has daemon `rank` in state `want`.
+bool wait_daemon_state(Client& cl, uint32_t rank, uint8_t want, std::chrono::seconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        auto t = cl.chain_table();
+        if (t.ok() && t->states.size() > rank && t->states[rank] == want) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+}
+
+// The bytes of chunk `index` of inode `ino` in daemon `rank`'s store under `dir` (empty if it
+// has none).
+std::vector<uint8_t> chunk_on_disk(const std::string& dir, uint32_t rank, uint64_t ino, uint64_t index) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
+    std::ifstream in(dir + "/data" + std::to_string(rank) + "/chunks" + name, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The resync cases' daemons: 1 MiB chunks, 2 copies, a lost daemon noticed within a second.
+const std::vector<std::string> kResyncArgs = {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800",
+                                              "--heartbeat-ms", "100", "--log-level", "info"};
+
 TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     test::TempDir dir("jobfs-repl-resync");
-    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100",
-                    "--log-level", "info"});
+    auto sc = start_small(dir.path(), kResyncArgs);
     ASSERT_TRUE(sc.ok()) << sc.status().to_string();
     auto* cluster = &sc->cluster;
     Client& cl = *sc->client;
@@ -633,17 +676,8 @@ TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     auto a_data = pattern(8 << 20, 21);
     const uint64_t a = write("/a", 0, a_data, 0);
     (*cluster)->kill(2);
-    auto wait_state = [&](uint8_t want, std::chrono::seconds limit) {
-        const auto until = std::chrono::steady_clock::now() + limit;
-        while (std::chrono::steady_clock::now() < until) {
-            auto t = cl.chain_table();
-            if (t.ok() && t->states.size() == 3 && t->states[2] == want) return true;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        return false;
-    };
     // (up to 5 s of silence, then the manager; slower under ASan on a loaded machine)
-    ASSERT_TRUE(wait_state(proto::kDaemonOffline, std::chrono::seconds(30)));
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonOffline, std::chrono::seconds(30)));
     // Missed by daemon 2: a new file, and the first 3 MiB of /a rewritten.
     auto b_data = pattern(6 << 20, 22);
     const uint64_t b = write("/b", 0, b_data, 0);
@@ -652,7 +686,7 @@ TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     std::copy(patch.begin(), patch.end(), a_data.begin());
 
     ASSERT_TRUE((*cluster)->restart(2).ok());
-    ASSERT_TRUE(wait_state(proto::kDaemonServing, std::chrono::seconds(30)));
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonServing, std::chrono::seconds(30)));
     std::ifstream logf(dir.path() + "/jobfsd.2.log");
     std::stringstream log;
     log << logf.rdbuf();
@@ -663,10 +697,7 @@ TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     for (auto [ino, data] : {std::pair{a, &a_data}, std::pair{b, &b_data}}) {
         for (uint64_t i = 0; i * (1 << 20) < data->size(); ++i) {
             if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
-            char name[64];
-            std::snprintf(name, sizeof name, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, i);
-            std::ifstream in(dir.path() + "/data2/chunks" + name, std::ios::binary);
-            std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+            const auto disk = chunk_on_disk(dir.path(), 2, ino, i);
             ASSERT_EQ(disk.size(), 1u << 20) << "inode " << ino << " chunk " << i;
             EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data->begin() + (i << 20))) << "inode " << ino << " chunk " << i;
             checked++;
@@ -685,6 +716,64 @@ TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
             ASSERT_TRUE(n.ok()) << n.status().to_string();
             EXPECT_TRUE(back == *data) << path;
         }
+}
+
+// A file still open for writing has no settled size in its inode: the chunks written into it
+// while a daemon was away must be found by what the daemons hold, not by the size (seen in
+// the Slurm partition test: a file cp was writing when the partition healed read back wrong
+// from the daemon that had resynced).
+TEST(ReplicationResync, ChunksOfAFileStillOpenAreCopiedToo) {
+    test::TempDir dir("jobfs-repl-resync-open");
+    auto sc = start_small(dir.path(), kResyncArgs);
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    auto f = cl.open("/open", O_WRONLY | O_CREAT, 0644);
+    ASSERT_TRUE(f.ok());
+    // And one cut to nothing while daemon 2 is away: its old copies there must not survive
+    // to be read back when the file is extended again.
+    auto cut = cl.open("/cut", O_WRONLY | O_CREAT, 0644);
+    ASSERT_TRUE(cut.ok());
+    ASSERT_TRUE(cl.pwrite(**cut, 0, pattern(6 << 20, 32)).ok());
+    ASSERT_TRUE(cl.close(**cut).ok());
+    (*cluster)->kill(2);
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonOffline, std::chrono::seconds(30)));
+    const auto data = pattern(6 << 20, 31);
+    Status s = cl.pwrite(**f, 0, data);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    s = cl.truncate("/cut", 0);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_TRUE((*cluster)->restart(2).ok());
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonServing, std::chrono::seconds(30)));
+    ASSERT_TRUE(cl.close(**f).ok());
+
+    const uint64_t ino = (*f)->ino;
+    const Layout l{1 << 20, 0, 2};
+    size_t checked = 0;
+    for (uint64_t i = 0; i * (1 << 20) < data.size(); ++i) {
+        if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
+        const auto disk = chunk_on_disk(dir.path(), 2, ino, i);
+        ASSERT_EQ(disk.size(), 1u << 20) << "chunk " << i;
+        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (i << 20))) << "chunk " << i;
+        checked++;
+    }
+    EXPECT_GE(checked, 3u);
+    ASSERT_TRUE(cl.truncate("/cut", 6 << 20).ok());
+    std::vector<uint8_t> back(6 << 20, 0xff);
+    auto r = cl.open("/cut", O_RDONLY);
+    ASSERT_TRUE(r.ok());
+    // Every copy in turn: daemon 2's included.
+    for (int k = 0; k < 2; ++k) {
+        auto n = cl.pread(**r, 0, back);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        ASSERT_EQ(*n, back.size());
+        EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0; })) << "pass " << k;
+    }
+    const uint64_t cut_ino = (*r)->ino;
+    for (uint64_t i = 0; i < 6; ++i) {
+        const auto disk = chunk_on_disk(dir.path(), 2, cut_ino, i);
+        EXPECT_TRUE(std::all_of(disk.begin(), disk.end(), [](uint8_t b) { return b == 0; })) << "chunk " << i;
+    }
 }
 
 // ---- layout: R per file and per directory -------------------------------------------------
