@@ -1,8 +1,8 @@
 #!/bin/sh
 # romio_faults_test.sh: issue #8's kill -9 during a collective checkpoint, through ad_jobfs.
 # `jobfs local up -n 3`, replicas 2 (the root directory's default, `jobfs layout / --replicas 2`),
-# 4 MPI ranks write a 256 MiB checkpoint with MPI_File_write_at_all (tests/helpers/romio_faults.c,
-# 32 rounds of 4 x 2 MiB); once they write, daemon 2 is killed with SIGKILL. Asserts: the job
+# 4 MPI ranks write a 1 GiB checkpoint with MPI_File_write_at_all (tests/helpers/romio_faults.c,
+# 128 rounds of 4 x 2 MiB); once a third is written, daemon 2 is killed with SIGKILL. Asserts: the job
 # ends in time, writes went on after the kill, every acknowledged block reads back exactly (a
 # second mpirun); daemon 2, started again by hand with its old command line on its old data
 # directory, resyncs (`jobfs status`: all serving) and then serves reads: daemon 1 is killed
@@ -30,7 +30,7 @@ trap 'exit 1' INT TERM
 
 mpi_env "$COMPONENT_DIR"
 BLOCK=2097152
-ROUNDS=32 # 4 ranks x 32 x 2 MiB = 256 MiB
+ROUNDS=128 # 4 ranks x 128 x 2 MiB = 1 GiB (issue #8)
 
 # status_is RANK STATE: `jobfs status` shows daemon RANK in STATE.
 status_is() { "$JOBFS" status 2>/dev/null | awk -v r="$1" -v s="$2" '$1 == r && $3 == s { f = 1 } END { exit !f }'; }
@@ -60,7 +60,7 @@ check "replicas 2 as the root directory's default" sh -c "'$JOBFS' layout / --re
 pid2=$(sed -n 3p "$dir/pids")
 tr '\0' '\n' < "/proc/$pid2/cmdline" > "$tmp/cmdline2"
 
-# The checkpoint, daemon 2 killed once the ranks signal that they write.
+# The checkpoint, daemon 2 killed once the ranks signal that a third is written.
 timeout -k 10 100 mpirun --allow-run-as-root --oversubscribe -np 4 "$MPIPROG" write jobfs:/ckpt "$ROUNDS" "$BLOCK" "$tmp" \
   > "$tmp/write.out" 2> "$tmp/write.err" &
 mpipid=$!
@@ -80,7 +80,7 @@ check "the ranks wrote on after the kill (${after:-?} rounds)" test "${after:-0}
 # error (write.err) and is then not verified.
 check "every block acknowledged (${acked:-?} of $((ROUNDS * 4)))" test "${acked:-0}" -eq $((ROUNDS * 4))
 check "failed writes were reported as MPI errors" sh -c "[ '${acked:-0}' -eq $((ROUNDS * 4)) ] || grep -q 'write_at_all block' '$tmp/write.err'"
-check "jobfs stat: 256 MiB" sh -c "'$JOBFS' stat /ckpt | grep -q 'size: 268435456\$'"
+check "jobfs stat: 1 GiB" sh -c "'$JOBFS' stat /ckpt | grep -q 'size: $((ROUNDS * 4 * BLOCK))\$'"
 check "jobfs status shows daemon 2 offline" wait_for 15 status_is 2 offline
 verify "daemon 2 down: every acknowledged block reads back exactly"
 

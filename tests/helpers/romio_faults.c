@@ -3,7 +3,7 @@
  *
  *   romio_faults write FILE ROUNDS BLOCK DIR   every rank writes ROUNDS blocks of BLOCK bytes,
  *       one MPI_File_write_at_all per round (block (round * nprocs + rank) of the file). Rank 0
- *       creates DIR/writing after the first round (the test then kills a daemon and creates
+ *       creates DIR/writing after a third of the rounds (the test then kills a daemon and creates
  *       DIR/killed) and counts the rounds it started after DIR/killed appeared. A round is
  *       acknowledged for a rank when its write_at_all returned MPI_SUCCESS; rank 0 writes the
  *       acknowledged blocks, one index a line, to DIR/acked, and prints a summary. Exit 0 if
@@ -61,7 +61,7 @@ static int do_write(const char *file, int rounds, size_t block, const char *dir)
         if (rc == MPI_SUCCESS) MPI_Get_count(&st, MPI_BYTE, &count);
         ok[r] = rc == MPI_SUCCESS && (size_t)count == block;
         if (rc != MPI_SUCCESS) report(rc, "write_at_all", b);
-        if (r == 0 && rank == 0) fclose(fopen(writing, "w"));
+        if (r == rounds / 3 && rank == 0) fclose(fopen(writing, "w"));
     }
     rc = MPI_File_close(&fh);
     if (rc != MPI_SUCCESS) report(rc, "close", -1);
