@@ -19,11 +19,7 @@ EXTRA_DIST += tests/slurm_test.sh tests/slurm/cluster.sh tests/helpers/slurm_ckp
 if JOBFS_SPANK
 if JOBFS_FUSE
 if !JOBFS_SANITIZE
-TESTS += tests/slurm_test.sh
-# slurm_partition_test.sh is run by hand (make check TESTS=tests/slurm_partition_test.sh): in
-# session 5 its writers went on through the cut (10-31 files per writer written during it),
-# but about one run in five reads an acknowledged file back wrong after the healing (an open
-# bug of issue #8, docs/replication.md); a test that fails one run in five would block CI.
+TESTS += tests/slurm_test.sh tests/slurm_partition_test.sh
 tests/slurm_partition_test.log: tests/slurm_test.log
 # The radosgw tier after it: with Ceph running beside it, a rank of the Slurm test's MPI job
 # died of SIGSEGV once (distcheck; cause not found) and the other ranks waited for it.

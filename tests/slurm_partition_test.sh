@@ -7,7 +7,8 @@
 # (no error, the writers go on through the partition); every acknowledged file reads back
 # byte-exact on n1; after healing, n3's daemon resyncs (`jobfs status` with the job's
 # JOBFS_CLUSTER shows all three serving again) and serves: n3's mount reads every file
-# byte-exact; the job ends cleanly and leaves nothing on any node. The files are in the root
+# byte-exact, and `jobfs scrub` finds every copy of every chunk equal; the job ends cleanly
+# and leaves nothing on any node. The files are in the root
 # directory, whose metadata shard is n1's (its copy on n2 is not needed: n1 stays).
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
@@ -112,6 +113,8 @@ srun -N1 -n1 -w n1 bash -c 'cd \$JOBFS_MOUNT && cat $OUT/acked-\$SLURM_JOB_ID.n[
 srun -N1 -n1 -w n1 bash -c 'for i in \$(seq 600); do $D/inst/jobfs status > status.\$SLURM_JOB_ID 2>&1
   [ \$(awk "\\\$1 ~ /^[0-9]+\\\$/ && \\\$3 == \\"serving\\"" status.\$SLURM_JOB_ID | wc -l) -eq 3 ] && { echo "all daemons serving"; break; }; sleep 0.1; done'
 srun -N1 -n1 -w n3 bash -c 'cd \$JOBFS_MOUNT && cat $OUT/acked-\$SLURM_JOB_ID.n[12] | sha256sum -c --quiet - && echo "n3 read every acknowledged file byte-exact"'
+# Reads may have gone to the good copy of a chunk: scrub compares every copy.
+srun -N1 -n1 -w n1 $D/inst/jobfs scrub / > scrub.\$SLURM_JOB_ID 2>&1
 EOS
 as $UA sbatch --parsable --wait -t 3 -o "$OUT/part-%j.out" "$OUT/part.sh" > "$OUT/sbatch" 2>&1 &
 sbatch_pid=$!
@@ -139,6 +142,9 @@ check "every acknowledged file reads back byte-exact on n1" has "$out" "^n1 read
 check "after healing, n3's daemon resynced: jobfs status shows all serving" has "$out" "^all daemons serving"
 sed 's/^/# /' "$OUT/status.$job"
 check "n3's mount reads every acknowledged file byte-exact" has "$out" "^n3 read every acknowledged file byte-exact"
+check "jobfs scrub: every copy of every chunk agrees (0 corrupt, 0 differing, 0 repaired)" \
+  has "$OUT/scrub.$job" "; 0 corrupt, 0 differing, 0 repaired, 0 not repaired, 0 unreachable"
+tail -n 1 "$OUT/scrub.$job" | sed 's/^/# /'
 check "nothing of the job is left on any node" clean "$job"
 check "cluster stops" cluster stop
 exit $((fails > 0))
