@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,6 +68,32 @@ struct ADIOI_Fns_struct ADIO_JOBFS_operations = {
 static jobfs_t *jobfs_conn;
 static int jobfs_conn_refs;
 
+/* Open MPI's progress engine (libopen-pal, which this component links; declared in
+ * opal/runtime/opal_progress.h): whether a rank with nothing to progress calls sched_yield().
+ * The jobfs daemons run on the job's own nodes, and ranks that spin while they wait (in a
+ * collective, for another rank's data) take the cores the daemons need to answer them: with
+ * more ranks than cores a checkpoint written through ad_jobfs crawled. So while a jobfs file
+ * is open, idle ranks yield (JOBFS_MPI_YIELD=0 leaves MPI's setting alone); the setting found
+ * is restored when the last one closes. */
+extern bool opal_progress_set_yield_when_idle(bool yieldopt);
+static bool yield_set;    /* this driver turned yielding on */
+static bool yield_before; /* what it was before */
+
+static void yield_begin(void)
+{
+    const char *want = getenv("JOBFS_MPI_YIELD");
+    if (want != NULL && strcmp(want, "0") == 0) return;
+    yield_before = opal_progress_set_yield_when_idle(true);
+    yield_set = true;
+}
+
+static void yield_end(void)
+{
+    if (!yield_set) return;
+    opal_progress_set_yield_when_idle(yield_before);
+    yield_set = false;
+}
+
 /* Connects on first use. 0, or -errno with *msg set to a static explanation or
  * jobfs_last_error(). */
 static int conn_acquire(jobfs_t **out, const char **msg)
@@ -88,6 +115,7 @@ static int conn_acquire(jobfs_t **out, const char **msg)
             *msg = jobfs_last_error();
             return rc;
         }
+        yield_begin();
     }
     jobfs_conn_refs++;
     *out = jobfs_conn;
@@ -97,6 +125,7 @@ static int conn_acquire(jobfs_t **out, const char **msg)
 static void conn_release(void)
 {
     if (jobfs_conn_refs > 0 && --jobfs_conn_refs == 0) {
+        yield_end();
         jobfs_disconnect(jobfs_conn);
         jobfs_conn = NULL;
     }

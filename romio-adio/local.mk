@@ -30,7 +30,7 @@ uninstall-local:
 check_SCRIPTS = tests/helpers/romio_mpi tests/helpers/romio_faults
 tests/helpers/romio_mpi: $(srcdir)/tests/helpers/romio_mpi.c
 	@$(MKDIR_P) tests/helpers
-	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_mpi.c
+	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_mpi.c -lopen-pal # (its yield case)
 tests/helpers/romio_faults: $(srcdir)/tests/helpers/romio_faults.c
 	@$(MKDIR_P) tests/helpers
 	$(AM_V_CC)$(MPICC) -O2 -Wall -Wextra -o $@ $(srcdir)/tests/helpers/romio_faults.c

@@ -75,6 +75,11 @@ mpi size jobfs:/romio/size
 check "size: jobfs stat gives 100 bytes" sh -c "'$JOBFS' stat /romio/size | grep -q 'size: 100\$'"
 mpi excl jobfs:/romio/atall
 mpi atomic jobfs:/romio/atomic
+# Ranks that wait yield the CPU to the daemons on their node while a jobfs file is open. Open
+# MPI yields by itself only when oversubscribed: its setting is made "no" here, whatever the
+# host's core count.
+(OMPI_MCA_mpi_yield_when_idle=0; export OMPI_MCA_mpi_yield_when_idle; mpi yield jobfs:/romio/yield 2
+ JOBFS_MPI_YIELD=0; export JOBFS_MPI_YIELD; mpi yield jobfs:/romio/yield 2)
 mpi delete jobfs:/romio/indep
 check "delete: jobfs stat no longer finds it" sh -c "! '$JOBFS' stat /romio/indep > /dev/null 2>&1"
 mpi delete jobfs:/romio/nope 1 > /dev/null 2>&1

@@ -8,8 +8,11 @@
  * iread_at_all), size (set_size / get_size), excl (MPI_MODE_EXCL on an existing file),
  * atomic (atomic mode: racing writes never torn; shared file pointers; both refused with
  * deferred open), delete (MPI_File_delete, then open fails),
- * openfail (the open is expected to fail: prints the error class and string). */
+ * openfail (the open is expected to fail: prints the error class and string), yield (idle
+ * ranks yield the CPU while a jobfs file is open, and MPI's setting is back after the close;
+ * with JOBFS_MPI_YIELD=0 it is left alone). */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +339,25 @@ static void case_openfail(const char *file)
     check(rc != MPI_SUCCESS, "openfail: MPI_File_open fails");
 }
 
+/* Open MPI's progress engine (libopen-pal; opal/runtime/opal_progress.h). */
+extern bool opal_progress_yield_when_idle;
+
+static void case_yield(const char *file)
+{
+    MPI_File fh;
+    const bool before = opal_progress_yield_when_idle;
+    int good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh), "open");
+    const bool during = opal_progress_yield_when_idle;
+    if (good) good = ok(MPI_File_close(&fh), "close");
+    const bool after = opal_progress_yield_when_idle;
+    const char *want = getenv("JOBFS_MPI_YIELD");
+    if (want != NULL && strcmp(want, "0") == 0)
+        check(good && during == before && after == before, "yield: with JOBFS_MPI_YIELD=0 MPI's setting is left alone");
+    else
+        check(good && !before && during && !after,
+              "yield: idle ranks yield while a jobfs file is open, and do not after its close (as before)");
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -356,6 +378,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "atomic")) case_atomic(file);
     else if (!strcmp(c, "delete")) case_delete(file);
     else if (!strcmp(c, "openfail")) case_openfail(file);
+    else if (!strcmp(c, "yield")) case_yield(file);
     else {
         if (rank == 0) fprintf(stderr, "romio_mpi: unknown case %s (or subarray without 4 ranks)\n", c);
         MPI_Finalize();
