@@ -488,12 +488,34 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     }
     if (!o.in && !mine.empty()) abort_leftover_uploads(r, tree ? manifest_at : mine[0]->key, mine);
     std::set<std::string> dirs;
+    // Stage-in's resume looks up only the names that are there: one listing per destination
+    // directory, not a lookup per object (a fresh destination, the usual case, costs none).
+    // A directory that cannot be listed is asked name by name, as before.
+    std::map<std::string, std::set<std::string>> present;
+    std::set<std::string> unlisted;
+    auto may_exist = [&](const std::string& path) {
+        const std::string d = dirname_of(path);
+        if (unlisted.count(d)) return true;
+        auto p = present.find(d);
+        if (p == present.end()) {
+            auto n = r.fs->names(d);
+            if (!n.ok()) {
+                unlisted.insert(d);
+                return true;
+            }
+            p = present.emplace(d, std::set<std::string>(n->begin(), n->end())).first;
+        }
+        return p->second.count(basename_of(path)) != 0;
+    };
     for (Item* it : mine) {
         if (it->failed) continue;
         r.counters.objects_total++;
         if (o.resume && o.in) {
-            auto f = r.fs->stat(it->path);
-            if (f.ok() && !f->is_dir && f->size == it->size && r.fs->recorded_etag(it->path) == it->etag) it->skipped = true;
+            if (may_exist(it->path)) {
+                auto f = r.fs->stat(it->path);
+                if (f.ok() && !f->is_dir && f->size == it->size && r.fs->recorded_etag(it->path) == it->etag)
+                    it->skipped = true;
+            }
         } else if (o.resume) {
             auto x = remote_now.find(it->key);
             if (!listed || (x != remote_now.end() && x->second.size == it->size)) {
