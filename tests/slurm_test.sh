@@ -422,7 +422,7 @@ srun bash -c 'h=$(hostname); i=0; mkdir -p $JOBFS_MOUNT/out; for f in a b c d; d
   while :; do i=$((i + 1)); head -c 4000000 /dev/urandom > $JOBFS_MOUNT/$h.$((i % 4)); cat $JOBFS_MOUNT/n*.[0-3] > /dev/null
     [ $i -eq 3 ] && touch $SLURM_SUBMIT_DIR/crash-$SLURM_JOB_ID.$h; done'
 EOS
-cjob=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable -o "$OUT/crash-%j.out" "$OUT/crash.sh")
+cjob=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable -o "$OUT/crash-%j.%N.out" "$OUT/crash.sh")
 crash_wrote() { local h; for h in n1 n2 n3; do [ -e "$OUT/crash-$cjob.$h" ] || return 1; done; }
 check "node failure: a 3-node job writes and reads through its mount on every node" wait_for 60 crash_wrote
 n2_dead() { [ -z "$(ip netns pids jobfs-n2)" ]; }
@@ -454,13 +454,15 @@ crash_stage_failed() { # n1 and n3: slurmd's log and the user's note name n2 as 
   done
 }
 check "node failure: n1 and n3 failed the stage-out naming n2, in slurmd's log and the user's note (mode 600)" crash_stage_failed
-crash_told_user() { # ... and in the job's output file, which n1 and n3 both reach ($OUT)
-  local k
+crash_told_user() { # ... and in the job's output file, which n1 and n3 both reach ($OUT);
+  local k out # its name has the batch host (%N), which the epilog expands as slurmstepd did
+  out=$(ls "$OUT"/crash-"$cjob".n[123].out 2>/dev/null)
+  [ "$(echo "$out" | wc -w)" -eq 1 ] || { echo "# output files of job $cjob: ${out:-none}"; return 1; }
   for k in 1 3; do
-    has "$OUT/crash-$cjob.out" "^spank_jobfs: stage-out of /out/ -> s3://crashbkt/crash/ failed: stage-out: node n2 of the job is down (its share was not copied); the job's data stays at /tmp/jobfs-data/job-$cjob on node n$k for a retry: " || return 1
+    has "$out" "^spank_jobfs: stage-out of /out/ -> s3://crashbkt/crash/ failed: stage-out: node n2 of the job is down (its share was not copied); the job's data stays at /tmp/jobfs-data/job-$cjob on node n$k for a retry: " || return 1
   done
 }
-check "node failure: ... and the job's output file says so, with n1's and n3's kept paths" crash_told_user
+check "node failure: ... and the job's output file (-o crash-%j.%N.out) says so, with n1's and n3's kept paths" crash_told_user
 # Nothing claims n2's share: no manifest of rank 1 (written only after a whole copy), and
 # none of its keys (FNV-1a of the key modulo 3 is 1: n1.c, n2.c, n3.a, n3.b).
 crash_not_claimed() {
