@@ -387,6 +387,11 @@ Status Client::setxattr(const std::string& path, const std::string& name, const 
     return r.ok() ? Status::OK() : with_path(r.status(), "setxattr " + name + " of", path);
 }
 
+Status Client::fsetxattr(File& f, const std::string& name, const std::string& value, int flags) {
+    auto r = meta_call<proto::Setxattr>(*io_, f.ino, proto::XattrRequest{cred_, f.ino, name, value, flags});
+    return r.ok() ? Status::OK() : r.status().with_context("setxattr " + name + " of inode " + std::to_string(f.ino));
+}
+
 Result<std::vector<std::string>> Client::listxattr(const std::string& path) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "listxattr", path);

@@ -100,6 +100,9 @@ public:
     // setxattr: XATTR_CREATE 1, XATTR_REPLACE 2.
     Result<std::string> getxattr(const std::string& path, const std::string& name);
     Status setxattr(const std::string& path, const std::string& name, const std::string& value, int flags = 0);
+    // setxattr on an open file: by its inode, so no lookup of its name (jobfs stage-in's
+    // ETag on a temporary file, one metadata call less per object).
+    Status fsetxattr(File& f, const std::string& name, const std::string& value, int flags = 0);
     Result<std::vector<std::string>> listxattr(const std::string& path);
     Status removexattr(const std::string& path, const std::string& name);
     // One page of directory `ino`: up to max entries with names after `after` ("" = first).

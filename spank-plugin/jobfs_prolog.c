@@ -413,12 +413,37 @@ out:
 	return rc;
 }
 
-/* A failed stage-out: the data stays on every node (it is spread over all of them) and the
- * user is told where, in slurmd's log and in a note next to the data that they own. The job
- * has ended; its output file is not the epilog's to write (docs/slurm.md). */
-static void stage_out_failed(const struct jobfs_job *job, const struct jobfs_config *c, const char *why)
+/* "/a:s3://b/c;/d:s3://e/" as "/a -> s3://b/c, /d -> s3://e/" (the specs are checked at
+ * submission: the first ':' not starting "://" ends the source, as in split_spec). */
+static void stage_specs_text(const char *list, char *out, size_t len)
 {
-	char note[PATH_MAX + 32], text[JOBFS_MSG_MAX * 2];
+	bool split = false; /* this item's SRC:DST ':' seen */
+	size_t o = 0;
+	const char *p;
+
+	out[0] = '\0';
+	for (p = list; *p && o + 8 < len; p++) {
+		if (*p == ';') {
+			o += snprintf(out + o, len - o, ", ");
+			split = false;
+		} else if (*p == ':' && !split && strncmp(p, "://", 3) != 0) {
+			o += snprintf(out + o, len - o, " -> ");
+			split = true;
+		} else {
+			out[o++] = *p;
+			out[o] = '\0';
+		}
+	}
+}
+
+/* A failed stage-out: the data stays on every node (it is spread over all of them) and the
+ * user is told where: in their job's output file when this node reaches it (appended as the
+ * user, jobfs_output.c; every node adds its own line), in a note next to the data that they
+ * own, and in slurmd's log. */
+static void stage_out_failed(const struct jobfs_job *job, const struct jobfs_config *c, const char *specs,
+			     const char *why)
+{
+	char note[PATH_MAX + 32], text[JOBFS_MSG_MAX * 2], out[PATH_MAX], line[JOBFS_MSG_MAX * 3], what[JOBFS_MSG_MAX];
 
 	snprintf(note, sizeof(note), "%s.stage-out-failed", job->data_dir);
 	snprintf(text, sizeof(text), "jobfs: job %" PRIu32 ": stage-out failed, nothing was thrown away: %s\n"
@@ -428,6 +453,18 @@ static void stage_out_failed(const struct jobfs_job *job, const struct jobfs_con
 		    job->id, why, job->data_dir, job->node);
 	if (jobfs_write_file(note, text, 0600, job->uid, job->gid) != 0)
 		slurm_error("spank_jobfs: job %" PRIu32 ": cannot write %s: %s", job->id, note, strerror(errno));
+	if (jobfs_job_output_path(job->id, out, sizeof(out)) != 0) {
+		slurm_info("spank_jobfs: job %" PRIu32 ": no output file of the job known (not a batch job, or "
+			   "slurmctld did not say): the stage-out failure is not written there", job->id);
+		return;
+	}
+	stage_specs_text(specs, what, sizeof(what));
+	snprintf(line, sizeof(line), "spank_jobfs: stage-out of %s failed: %s; the job's data stays at %s on node %s "
+		 "for a retry: it is kept until an administrator removes it, and %s there says the same\n",
+		 what, why, job->data_dir, job->node, note);
+	if (jobfs_append_job_output(job, out, line) != 0)
+		slurm_info("spank_jobfs: job %" PRIu32 ": the stage-out failure is not in the job's output %s: %s "
+			   "(not reachable from node %s as user %s)", job->id, out, strerror(errno), job->node, job->user);
 }
 
 int jobfs_epilog(spank_t sp)
@@ -451,7 +488,7 @@ int jobfs_epilog(spank_t sp)
 			jobfs_stage_out_skipped(ctx, err);
 		else if (jobfs_stage_out(ctx, err, sizeof(err)) != 0) {
 			keep = true;
-			stage_out_failed(job, &ctx->config, err);
+			stage_out_failed(job, &ctx->config, ctx->request.stage_out, err);
 		}
 		jobfs_teardown(job, &ctx->config, keep);
 	}

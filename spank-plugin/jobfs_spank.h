@@ -132,6 +132,10 @@ int jobfs_stop_pid(pid_t pid, unsigned grace_s);
 pid_t jobfs_find_process(const char *program, const char *arg);
 void jobfs_log_tail(const char *path, char *buf, size_t len);
 
+/* jobfs_output.c: a message for the user in their job's output file, from the epilog */
+int jobfs_job_output_path(uint32_t id, char *path, size_t len);
+int jobfs_append_job_output(const struct jobfs_job *job, const char *path, const char *text);
+
 /* jobfs_secret.c */
 int jobfs_secret_derive(const char *key_file, uint32_t job_id, uid_t uid, char *hex, size_t len,
 			char *err, size_t errlen);

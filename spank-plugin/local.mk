@@ -18,7 +18,8 @@ spank_plugin_spank_jobfs_la_SOURCES = \
 	spank-plugin/jobfs_proc.c \
 	spank-plugin/jobfs_secret.c \
 	spank-plugin/jobfs_hostlist.c \
-	spank-plugin/jobfs_stage.c
+	spank-plugin/jobfs_stage.c \
+	spank-plugin/jobfs_output.c
 spank_plugin_spank_jobfs_la_CPPFLAGS = -DJOBFS_SBINDIR='"$(sbindir)"' -DJOBFS_BINDIR='"$(bindir)"'
 # Not $(AM_CFLAGS): slurmd loads the plugin, so it is never built with the sanitizers.
 # Messages and paths are cut at their buffers on purpose (snprintf), hence no format-truncation.

@@ -7,7 +7,8 @@
 # data on any node: after srun, sbatch, salloc, scancel, a time limit and (on the nodes that
 # survive it) the crash of a peer node, whose leftovers the node's next jobfs prolog removes
 # and whose stage-out share the survivors report as failed at once, naming it; and data staged
-# in from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed stage-in included.
+# in from and out to an S3 server (s3rver) with --jobfs-stage-in/out, a failed stage-in and
+# failed stage-outs included (each node's kept data named in the job's output file).
 # Needs root, slurmctld/slurmd/munged and /dev/fuse (skipped otherwise).
 set -u
 # The nodes talk over the test bridge: not make check's loopback-only UCX setting (tests/local.mk).
@@ -384,6 +385,14 @@ fjob2=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_END
     [ -n "$fnodes" ] && [ "$(stat -c %U "$D/tmp/n$k/jobfs-data/job-$fjob2.stage-out-failed")" = $UA ]
   }
   check "a stage-out to a missing bucket keeps the data on every node, and the note and slurmd's log say where" kept
+  told_user() { # ... and the job's output file (on the shared $OUT) has each node's line
+    local k
+    for k in ${fnodes//n/}; do
+      has "$OUT/stage-fail-$fjob2.out" "^spank_jobfs: stage-out of /out -> s3://outbkt/failed/, /out -> s3://nobucket/x/ failed: .*s3://nobucket/x/.*NoSuchBucket.*; the job's data stays at /tmp/jobfs-data/job-$fjob2 on node n$k for a retry: " || return 1
+    done
+    [ -n "$fnodes" ]
+  }
+  check "... and the job's output file says so, naming the object, the error and each node's kept path" told_user
   rm -rf "$D"/tmp/n[123]/jobfs-data/job-"$fjob2"*
   check "... nothing else of the job is left" clean "${fjob2:-0}"
   s3rver_stop
@@ -413,7 +422,7 @@ srun bash -c 'h=$(hostname); i=0; mkdir -p $JOBFS_MOUNT/out; for f in a b c d; d
   while :; do i=$((i + 1)); head -c 4000000 /dev/urandom > $JOBFS_MOUNT/$h.$((i % 4)); cat $JOBFS_MOUNT/n*.[0-3] > /dev/null
     [ $i -eq 3 ] && touch $SLURM_SUBMIT_DIR/crash-$SLURM_JOB_ID.$h; done'
 EOS
-cjob=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable -o "$OUT/crash-%j.out" "$OUT/crash.sh")
+cjob=$(as $UA env AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$EP sbatch --parsable -o "$OUT/crash-%j.%N.out" "$OUT/crash.sh")
 crash_wrote() { local h; for h in n1 n2 n3; do [ -e "$OUT/crash-$cjob.$h" ] || return 1; done; }
 check "node failure: a 3-node job writes and reads through its mount on every node" wait_for 60 crash_wrote
 n2_dead() { [ -z "$(ip netns pids jobfs-n2)" ]; }
@@ -445,6 +454,15 @@ crash_stage_failed() { # n1 and n3: slurmd's log and the user's note name n2 as 
   done
 }
 check "node failure: n1 and n3 failed the stage-out naming n2, in slurmd's log and the user's note (mode 600)" crash_stage_failed
+crash_told_user() { # ... and in the job's output file, which n1 and n3 both reach ($OUT);
+  local k out # its name has the batch host (%N), which the epilog expands as slurmstepd did
+  out=$(ls "$OUT"/crash-"$cjob".n[123].out 2>/dev/null)
+  [ "$(echo "$out" | wc -w)" -eq 1 ] || { echo "# output files of job $cjob: ${out:-none}"; return 1; }
+  for k in 1 3; do
+    has "$out" "^spank_jobfs: stage-out of /out/ -> s3://crashbkt/crash/ failed: stage-out: node n2 of the job is down (its share was not copied); the job's data stays at /tmp/jobfs-data/job-$cjob on node n$k for a retry: " || return 1
+  done
+}
+check "node failure: ... and the job's output file (-o crash-%j.%N.out) says so, with n1's and n3's kept paths" crash_told_user
 # Nothing claims n2's share: no manifest of rank 1 (written only after a whole copy), and
 # none of its keys (FNV-1a of the key modulo 3 is 1: n1.c, n2.c, n3.a, n3.b).
 crash_not_claimed() {

@@ -53,6 +53,9 @@ public:
     // Every regular file below dir (recursively), with rel set.
     virtual Result<std::vector<FileInfo>> list_files(const std::string& dir) = 0;
     virtual Status mkdirs(const std::string& dir) = 0;
+    // The names in dir (any type); none when dir does not exist. One listing, where a lookup
+    // per name would cost a metadata call each (stage-in's resume check).
+    virtual Result<std::vector<std::string>> names(const std::string& dir) = 0;
     // The ETag recorded by a finished copy, or "" when there is none.
     virtual std::string recorded_etag(const std::string& path) = 0;
     virtual Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t size) = 0;

@@ -84,6 +84,39 @@ private:
     std::vector<std::thread> threads_;
 };
 
+// Stage-in: the file-system side of each unit (create, write, settle) runs in a pool of its
+// own, so the S3 side keeps --parallel GETs in flight while the bodies already received are
+// written into jobfs: a GET waits for the daemons' RPCs of its own write no more. The bodies
+// queued hold at most `limit` bytes (one always passes): a GET thread that would pass it
+// waits, so memory stays within about twice parallel x part size.
+class Writer {
+public:
+    Writer(int threads, uint64_t limit) : limit_(limit), pool_(threads) {}
+    void add(uint64_t bytes, std::function<void()> f) {
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return pending_ == 0 || pending_ + bytes <= limit_; });
+            pending_ += bytes;
+        }
+        pool_.add([this, bytes, f = std::move(f)] {
+            f();
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                pending_ -= bytes;
+            }
+            cv_.notify_all();
+        });
+    }
+    void wait() { pool_.wait(); }  // after the last add
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    uint64_t pending_ = 0;
+    const uint64_t limit_;
+    Pool pool_;
+};
+
 bool is_md5_etag(const std::string& etag) {
     if (etag.size() != 32) return false;
     for (char c : etag)
@@ -185,7 +218,9 @@ struct Multi {
     std::vector<std::string> etags;        // stage-out: per part
 };
 
-void get_small(Run& r, Item& it) {
+// The S3 side of a small object (one GET, checked); its write into the file system is
+// queued on w.
+void get_small(Run& r, Writer& w, Item& it) {
     std::string data;
     if (it.size > 0) {
         auto g = r.s3.get(r.bucket, it.key, 0, 0, "");
@@ -197,17 +232,20 @@ void get_small(Run& r, Item& it) {
                                                std::to_string(it.size) + " (object changed while staging?)"));
     if (is_md5_etag(it.etag) && md5_hex(bytes_of(data)) != it.etag)
         return r.fail(it, Status(Code::io, "MD5 of the bytes received differs from the ETag " + it.etag));
-    auto w = r.fs->create(it.path, it.size);
-    if (!w.ok()) return r.fail(it, w.status());
-    Status s = data.empty() ? Status::OK() : (*w)->pwrite(0, bytes_of(data));
-    if (s.ok()) s = (*w)->commit(it.etag);
-    if (!s.ok()) {
-        (*w)->discard();
-        return r.fail(it, s);
-    }
-    r.counters.bytes_done += it.size;
-    ++r.counters.objects_done;
     r.succeeded();
+    auto body = std::make_shared<std::string>(std::move(data));
+    w.add(it.size, [&r, &it, body] {
+        auto f = r.fs->create(it.path, it.size);
+        if (!f.ok()) return r.fail(it, f.status());
+        Status s = body->empty() ? Status::OK() : (*f)->pwrite(0, bytes_of(*body));
+        if (s.ok()) s = (*f)->commit(it.etag);
+        if (!s.ok()) {
+            (*f)->discard();
+            return r.fail(it, s);
+        }
+        r.counters.bytes_done += it.size;
+        ++r.counters.objects_done;
+    });
 }
 
 // One part of a large object: move() transfers [off, off+len); the last part to end calls
@@ -233,21 +271,48 @@ void run_part(Run& r, Multi& m, int part, Move move, Settle settle) {
     if (--m.left == 0) settle(!m.bad);
 }
 
-void get_part(Run& r, const std::shared_ptr<Multi>& m, int part) {
+// A part of a large object that is done (written, failed or not attempted): the last one
+// settles the object, committing it when no part failed.
+void get_part_done(Run& r, const std::shared_ptr<Multi>& m) {
+    if (--m->left != 0) return;
     Item& it = *m->item;
-    run_part(
-        r, *m, part,
-        [&](uint64_t off, uint64_t len) {
-            // If-Match: every range comes from the object that was listed, or the copy fails.
-            auto g = r.s3.get(r.bucket, it.key, off, len, it.etag);
-            return g.ok() ? m->out->pwrite(off, bytes_of(*g)) : g.status();
-        },
-        [&](bool ok) {
-            if (!ok) return m->out->discard();
-            Status s = m->out->commit(it.etag);
-            if (!s.ok()) return r.fail(it, s);
-            ++r.counters.objects_done;
-        });
+    if (m->bad) return m->out->discard();
+    Status s = m->out->commit(it.etag);
+    if (!s.ok()) return r.fail(it, s);
+    ++r.counters.objects_done;
+}
+
+// One ranged GET; the write of its bytes is queued on w (the next GET need not wait for it).
+void get_part(Run& r, Writer& w, const std::shared_ptr<Multi>& m, int part) {
+    Item& it = *m->item;
+    const uint64_t off = static_cast<uint64_t>(part) * r.o.part_size;
+    const uint64_t len = std::min<uint64_t>(r.o.part_size, it.size - off);
+    if (!m->bad && r.endpoint_down()) {
+        m->bad = true;
+        r.fail(it, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
+    }
+    if (m->bad) return get_part_done(r, m);
+    // If-Match: every range comes from the object that was listed, or the copy fails.
+    auto g = r.s3.get(r.bucket, it.key, off, len, it.etag);
+    if (!g.ok()) {
+        m->bad = true;
+        r.fail(it, g.status());
+        return get_part_done(r, m);
+    }
+    r.succeeded();
+    auto body = std::make_shared<std::string>(std::move(*g));
+    w.add(len, [&r, m, off, body] {
+        if (!m->bad) {
+            Status s = m->out->pwrite(off, bytes_of(*body));
+            if (!s.ok()) {
+                m->bad = true;
+                r.fail(*m->item, s);
+            } else {
+                r.counters.bytes_done += body->size();
+            }
+        }
+        get_part_done(r, m);
+    });
 }
 
 std::map<std::string, std::string> source_meta(const Item& it) {
@@ -488,12 +553,34 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     }
     if (!o.in && !mine.empty()) abort_leftover_uploads(r, tree ? manifest_at : mine[0]->key, mine);
     std::set<std::string> dirs;
+    // Stage-in's resume looks up only the names that are there: one listing per destination
+    // directory, not a lookup per object (a fresh destination, the usual case, costs none).
+    // A directory that cannot be listed is asked name by name, as before.
+    std::map<std::string, std::set<std::string>> present;
+    std::set<std::string> unlisted;
+    auto may_exist = [&](const std::string& path) {
+        const std::string d = dirname_of(path);
+        if (unlisted.count(d)) return true;
+        auto p = present.find(d);
+        if (p == present.end()) {
+            auto n = r.fs->names(d);
+            if (!n.ok()) {
+                unlisted.insert(d);
+                return true;
+            }
+            p = present.emplace(d, std::set<std::string>(n->begin(), n->end())).first;
+        }
+        return p->second.count(basename_of(path)) != 0;
+    };
     for (Item* it : mine) {
         if (it->failed) continue;
         r.counters.objects_total++;
         if (o.resume && o.in) {
-            auto f = r.fs->stat(it->path);
-            if (f.ok() && !f->is_dir && f->size == it->size && r.fs->recorded_etag(it->path) == it->etag) it->skipped = true;
+            if (may_exist(it->path)) {
+                auto f = r.fs->stat(it->path);
+                if (f.ok() && !f->is_dir && f->size == it->size && r.fs->recorded_etag(it->path) == it->etag)
+                    it->skipped = true;
+            }
         } else if (o.resume) {
             auto x = remote_now.find(it->key);
             if (!listed || (x != remote_now.end() && x->second.size == it->size)) {
@@ -519,13 +606,16 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
 
     {
         Progress progress(verb, r.counters, o.progress, o.progress_interval_s);
+        // Declared before the S3 pool: destroyed after it, so no GET queues a write on a
+        // writer that has stopped.
+        Writer writer(o.in ? o.parallel : 0, static_cast<uint64_t>(std::max(1, o.parallel)) * o.part_size);
         Pool pool(o.parallel);
         for (Item* it : mine) {
             if (it->failed || it->skipped) continue;
             if (it->size <= (o.in ? o.part_size : std::max(o.part_size, o.multipart_threshold))) {
-                pool.add([&r, it] {
+                pool.add([&r, &writer, it] {
                     if (r.endpoint_down()) return r.fail(*it, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
-                    r.o.in ? get_small(r, *it) : put_small(r, *it);
+                    r.o.in ? get_small(r, writer, *it) : put_small(r, *it);
                 });
                 continue;
             }
@@ -549,9 +639,10 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
                 m->etags.resize(static_cast<size_t>(m->parts));
             }
             for (int p = 0; p < m->parts; ++p)
-                pool.add([&r, m, p] { r.o.in ? get_part(r, m, p) : put_part(r, m, p); });
+                pool.add([&r, &writer, m, p] { r.o.in ? get_part(r, writer, m, p) : put_part(r, m, p); });
         }
         pool.wait();
+        writer.wait();
         progress.stop();
     }
 

@@ -141,6 +141,22 @@ TEST_F(ClientTest, LengthIsSettledAtCloseAndFsync) {
     EXPECT_EQ(client->stat("/lazy")->size, (5u << 20) + 100);
 }
 
+// fsetxattr names the file by its open handle: the attribute is the inode's, under whatever
+// name the file has later (jobfs stage-in sets the ETag on a temporary name, then renames).
+TEST_F(ClientTest, FsetxattrSetsTheOpenFilesAttribute) {
+    auto f = client->open("/tmp-name", O_WRONLY | O_CREAT | O_EXCL, 0644);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_TRUE(client->pwrite(**f, 0, pattern(1000, 4)).ok());
+    ASSERT_TRUE(client->fsetxattr(**f, "user.jobfs.stage.etag", "abc123").ok());
+    EXPECT_EQ(client->fsetxattr(**f, "user.jobfs.stage.etag", "x", 1 /* XATTR_CREATE */).code(), Code::exists);
+    ASSERT_TRUE(client->close(**f).ok());
+    ASSERT_TRUE(client->rename("/tmp-name", "/final").ok());
+    auto v = client->getxattr("/final", "user.jobfs.stage.etag");
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(*v, "abc123");
+    EXPECT_EQ(client->stat("/final")->size, 1000u);
+}
+
 // Two handles, as two MPI ranks have (ROMIO's misc test): what one settled and another cut
 // must not come back from the first handle's older writes, and a reader sees what another
 // handle settled after it opened.
