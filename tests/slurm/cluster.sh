@@ -100,6 +100,11 @@ write_conf() { # N
     [ -n "${JOBFS_SLURM_EXTRA_CONF:-}" ] && printf '%b\n' "$JOBFS_SLURM_EXTRA_CONF"
   } > "$DIR/etc/slurm.conf"
   printf '%s\n' "${JOBFS_SLURM_PLUGSTACK:-}" > "$DIR/etc/plugstack.conf"
+  # srun --mpi=pmix: the step daemons exchange PMIx data through Slurm's own messages, not
+  # direct connections, whose MUNGE check of the job user's credential failed now and then
+  # under load ("Munge decode failed: Unauthorized credential for client UID=1001", then a
+  # fence that never completed: MPI_Init hung until the test's limit).
+  echo "PMIxDirectConn=false" > "$DIR/etc/mpi.conf"
   echo "$n" > "$DIR/nodes"
 }
 
