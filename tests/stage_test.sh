@@ -18,7 +18,6 @@ check() { # NAME CMD...: runs CMD, counts a failure if it fails
 }
 tmp=$(mktemp -d /tmp/jobfs-stage-XXXXXX)
 dir=$tmp/cluster
-port=$((42000 + $$ % 3000))
 cleanup() {
   s3rver_stop
   if [ "$fails" -gt 0 ]; then  # evidence for a failure: the daemons' state and logs
@@ -30,7 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-s3rver_start "$tmp/s3" "$port" || { echo "not ok - s3rver starts"; exit 1; }
+s3rver_start_free "$tmp/s3" || { echo "not ok - s3rver starts"; exit 1; }
+port=$S3RVER_PORT
 echo "ok - s3rver starts on 127.0.0.1:$port"
 "$JOBFS" local up -n 3 --dir "$dir" > "$tmp/up.out" || { echo "not ok - local up"; exit 1; }
 export JOBFS_CLUSTER=$dir/cluster
