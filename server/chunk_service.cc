@@ -164,6 +164,17 @@ Result<uint64_t> ChunkService::resync_chunk(ChunkId id, uint32_t source) {
                                   " kept changing during its resync");
 }
 
+Result<proto::ChunkExtentsResponse> ChunkService::extents() {
+    auto e = store_.extents();
+    if (!e.ok()) return e.status();
+    proto::ChunkExtentsResponse out;
+    for (auto [ino, n] : *e) {
+        out.inos.push_back(ino);
+        out.chunks.push_back(n);
+    }
+    return out;
+}
+
 Result<std::vector<uint8_t>> ChunkService::read_whole(ChunkId id) {
     std::vector<uint8_t> data;
     for (uint64_t off = 0;; off += kRepairPiece) {
@@ -317,14 +328,9 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
     });
     rpc::serve<proto::ChunkExtents>(worker, [self](ServerCall call, proto::Empty&&) {
         boost::asio::post(self->pool_, [self, call] {
-            auto e = self->store_.extents();
+            auto e = self->extents();
             if (!e.ok()) return call.reply(e.status());
-            proto::ChunkExtentsResponse out;
-            for (auto [ino, n] : *e) {
-                out.inos.push_back(ino);
-                out.chunks.push_back(n);
-            }
-            rpc::reply<proto::ChunkExtents>(call, out);
+            rpc::reply<proto::ChunkExtents>(call, *e);
         });
     });
     rpc::serve<proto::ChunkVersion>(worker, [self](ServerCall call, proto::ChunkRef&& req) {

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "daemon_protocol.h"
 #include "server/chunk_store.h"
 #include "worker.h"
 
@@ -56,8 +57,9 @@ public:
     // Returns the bytes copied. Blocking: call on a thread of its own.
     Result<uint64_t> resync_chunk(ChunkId id, uint32_t source);
 
-    // The files this daemon holds chunks of (ChunkStore::extents; a resync walker's own).
-    Result<std::vector<std::pair<uint64_t, uint64_t>>> extents() { return store_.extents(); }
+    // The files this daemon holds chunks of (ChunkStore::extents), as ChunkExtents answers
+    // them: for the RPC and for a resync walker's own store.
+    Result<proto::ChunkExtentsResponse> extents();
 
     // The whole local copy of a chunk, every block verified (scrub, repair source checks).
     Result<std::vector<uint8_t>> read_whole(ChunkId id);

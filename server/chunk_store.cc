@@ -24,6 +24,7 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -35,6 +36,30 @@ namespace {
 
 constexpr uint32_t kBlock = ChunkStore::kBlockSize;
 constexpr size_t kLockStripes = 64;
+
+// The chunk a file of the store holds, from its name "<16 hex digits of the inode>.<8 of the
+// index>" (Impl::path); nothing for anything else, the ".crc" companion included (it goes
+// with its chunk).
+std::optional<ChunkId> chunk_of_name(const char* name) {
+    if (std::strlen(name) != 25 || name[16] != '.') return std::nullopt;
+    char* end = nullptr;
+    const uint64_t ino = std::strtoull(name, &end, 16);
+    if (end != name + 16) return std::nullopt;
+    const uint64_t index = std::strtoull(name + 17, &end, 16);
+    if (*end != '\0') return std::nullopt;
+    return ChunkId{ino, index};
+}
+
+// Calls fn(ChunkId) for every chunk file in directory `dir` (none if it does not exist).
+template <class Fn>
+Status for_each_chunk_in(const std::string& dir, Fn fn) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return errno == ENOENT ? Status::OK() : Status::from_errno(errno, "list " + dir);
+    while (dirent* e = ::readdir(d))
+        if (auto id = chunk_of_name(e->d_name)) fn(*id);
+    ::closedir(d);
+    return Status::OK();
+}
 constexpr size_t kMaxOpenChunks = 256;
 
 struct CrcEntry {
@@ -427,19 +452,10 @@ Status ChunkStore::sync(ChunkId id) {
 }
 
 Status ChunkStore::remove_file(uint64_t ino) {
-    const std::string sub = impl_->subdir(ino);
-    char prefix[24];
-    std::snprintf(prefix, sizeof prefix, "%016" PRIx64 ".", ino);
-    DIR* d = ::opendir(sub.c_str());
-    if (!d) return errno == ENOENT ? Status::OK() : errno_status("list " + sub);
     std::vector<uint64_t> indexes;
-    while (dirent* e = ::readdir(d)) {
-        if (std::strncmp(e->d_name, prefix, 17) != 0) continue;
-        const char* rest = e->d_name + 17;
-        if (std::strchr(rest, '.')) continue; // the .crc companion goes with its chunk
-        indexes.push_back(std::strtoull(rest, nullptr, 16));
-    }
-    ::closedir(d);
+    JOBFS_RETURN_IF_ERROR(for_each_chunk_in(impl_->subdir(ino), [&](ChunkId id) {
+        if (id.ino == ino) indexes.push_back(id.index);
+    }));
     for (uint64_t idx : indexes) {
         ChunkId id{ino, idx};
         std::lock_guard lock(impl_->lock_for(id));
@@ -454,26 +470,11 @@ Status ChunkStore::remove_file(uint64_t ino) {
 
 Result<std::vector<std::pair<uint64_t, uint64_t>>> ChunkStore::extents() {
     std::map<uint64_t, uint64_t> ends;
-    for (unsigned sub = 0; sub < 256; ++sub) {
-        const std::string dir = impl_->subdir(sub);
-        DIR* d = ::opendir(dir.c_str());
-        if (!d) {
-            if (errno == ENOENT) continue;
-            return errno_status("list " + dir);
-        }
-        while (dirent* e = ::readdir(d)) {
-            // <16 hex digits of the inode>.<8 of the index>; the .crc companion goes with it
-            if (std::strlen(e->d_name) != 25 || e->d_name[16] != '.') continue;
-            char* end = nullptr;
-            const uint64_t ino = std::strtoull(e->d_name, &end, 16);
-            if (end != e->d_name + 16) continue;
-            const uint64_t index = std::strtoull(e->d_name + 17, &end, 16);
-            if (*end != '\0') continue;
-            uint64_t& top = ends[ino];
-            top = std::max(top, index + 1);
-        }
-        ::closedir(d);
-    }
+    for (unsigned sub = 0; sub < 256; ++sub)
+        JOBFS_RETURN_IF_ERROR(for_each_chunk_in(impl_->subdir(sub), [&](ChunkId id) {
+            uint64_t& top = ends[id.ino];
+            top = std::max(top, id.index + 1);
+        }));
     return std::vector<std::pair<uint64_t, uint64_t>>(ends.begin(), ends.end());
 }
 

@@ -54,13 +54,7 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
         if (r != target && t.states.size() == size_ && t.states[r] == proto::kDaemonOffline) continue;
         Result<proto::ChunkExtentsResponse> e = Status(Code::internal, "unset");
         if (r == rank_) {
-            auto mine = chunks_.extents();
-            if (!mine.ok()) return mine.status();
-            e = proto::ChunkExtentsResponse{};
-            for (auto [ino, n] : *mine) {
-                e->inos.push_back(ino);
-                e->chunks.push_back(n);
-            }
+            e = chunks_.extents();
         } else {
             auto ep = r == target ? target_ep : peer_(r);
             e = ep.ok() ? rpc::call<proto::ChunkExtents>(*ep, proto::Empty{}) : Result<proto::ChunkExtentsResponse>(ep.status());
