@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -248,21 +249,36 @@ void get_small(Run& r, Writer& w, Item& it) {
     });
 }
 
-// One part of a large object: move() transfers [off, off+len); the last part to end calls
-// settle(ok), ok when no part failed.
-template <class Move, class Settle>
-void run_part(Run& r, Multi& m, int part, Move move, Settle settle) {
+// The bytes [off, off + len) of a large object that part `part` moves.
+std::pair<uint64_t, uint64_t> part_range(const Run& r, const Multi& m, int part) {
     const uint64_t off = static_cast<uint64_t>(part) * r.o.part_size;
-    const uint64_t len = std::min<uint64_t>(r.o.part_size, m.item->size - off);
+    return {off, std::min<uint64_t>(r.o.part_size, m.item->size - off)};
+}
+
+// Whether a part is still to be moved: not once another part failed, nor with the S3
+// endpoint down (the object then fails: not attempted).
+bool part_wanted(Run& r, Multi& m) {
     if (!m.bad && r.endpoint_down()) {
         m.bad = true;
         r.fail(*m.item, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
     }
-    if (!m.bad) {
+    return !m.bad;
+}
+
+void part_failed(Run& r, Multi& m, const Status& s) {
+    m.bad = true;
+    r.fail(*m.item, s);
+}
+
+// One part of a large object: move() transfers [off, off+len); the last part to end calls
+// settle(ok), ok when no part failed.
+template <class Move, class Settle>
+void run_part(Run& r, Multi& m, int part, Move move, Settle settle) {
+    const auto [off, len] = part_range(r, m, part);
+    if (part_wanted(r, m)) {
         Status s = move(off, len);
         if (!s.ok()) {
-            m.bad = true;
-            r.fail(*m.item, s);
+            part_failed(r, m, s);
         } else {
             r.counters.bytes_done += len;
             r.succeeded();
@@ -282,34 +298,25 @@ void get_part_done(Run& r, const std::shared_ptr<Multi>& m) {
     ++r.counters.objects_done;
 }
 
-// One ranged GET; the write of its bytes is queued on w (the next GET need not wait for it).
+// One ranged GET; the write of its bytes is queued on w (the next GET need not wait for it),
+// and the part ends when that write has.
 void get_part(Run& r, Writer& w, const std::shared_ptr<Multi>& m, int part) {
     Item& it = *m->item;
-    const uint64_t off = static_cast<uint64_t>(part) * r.o.part_size;
-    const uint64_t len = std::min<uint64_t>(r.o.part_size, it.size - off);
-    if (!m->bad && r.endpoint_down()) {
-        m->bad = true;
-        r.fail(it, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
-    }
-    if (m->bad) return get_part_done(r, m);
+    const auto [off, len] = part_range(r, *m, part);
+    if (!part_wanted(r, *m)) return get_part_done(r, m);
     // If-Match: every range comes from the object that was listed, or the copy fails.
     auto g = r.s3.get(r.bucket, it.key, off, len, it.etag);
     if (!g.ok()) {
-        m->bad = true;
-        r.fail(it, g.status());
+        part_failed(r, *m, g.status());
         return get_part_done(r, m);
     }
     r.succeeded();
     auto body = std::make_shared<std::string>(std::move(*g));
-    w.add(len, [&r, m, off, body] {
+    w.add(len, [&r, m, off = off, body] {
         if (!m->bad) {
             Status s = m->out->pwrite(off, bytes_of(*body));
-            if (!s.ok()) {
-                m->bad = true;
-                r.fail(*m->item, s);
-            } else {
-                r.counters.bytes_done += body->size();
-            }
+            if (!s.ok()) part_failed(r, *m, s);
+            else r.counters.bytes_done += body->size();
         }
         get_part_done(r, m);
     });
@@ -556,21 +563,15 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     // Stage-in's resume looks up only the names that are there: one listing per destination
     // directory, not a lookup per object (a fresh destination, the usual case, costs none).
     // A directory that cannot be listed is asked name by name, as before.
-    std::map<std::string, std::set<std::string>> present;
-    std::set<std::string> unlisted;
+    std::map<std::string, std::optional<std::set<std::string>>> present; // nullopt: not listed
     auto may_exist = [&](const std::string& path) {
         const std::string d = dirname_of(path);
-        if (unlisted.count(d)) return true;
         auto p = present.find(d);
         if (p == present.end()) {
             auto n = r.fs->names(d);
-            if (!n.ok()) {
-                unlisted.insert(d);
-                return true;
-            }
-            p = present.emplace(d, std::set<std::string>(n->begin(), n->end())).first;
+            p = present.emplace(d, n.ok() ? std::optional(std::set<std::string>(n->begin(), n->end())) : std::nullopt).first;
         }
-        return p->second.count(basename_of(path)) != 0;
+        return !p->second || p->second->count(basename_of(path)) != 0;
     };
     for (Item* it : mine) {
         if (it->failed) continue;
