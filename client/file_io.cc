@@ -241,7 +241,6 @@ Chain FileIO::read_chain(uint64_t ino, uint64_t index, const Layout& layout, con
     return c;
 }
 
-
 Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const {
     JOBFS_RETURN_IF_ERROR(check(layout));
     if (data.size() > std::numeric_limits<uint64_t>::max() - offset)
