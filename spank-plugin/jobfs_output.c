@@ -31,7 +31,7 @@
 
 #include "jobfs_spank.h"
 
-#define OUTPUT_TIMEOUT_MS 10000
+#define OUTPUT_TIMEOUT_S 10
 #define MAX_GROUPS 256
 
 /* `pattern` with each %N (the batch host) replaced; NULL if nothing to replace or no memory. */
@@ -119,8 +119,8 @@ static void append_as_user(const char *path, const char *text, size_t len, uid_t
 int jobfs_append_job_output(const struct jobfs_job *job, const char *path, const char *text)
 {
 	gid_t groups[MAX_GROUPS];
-	int ngroups = MAX_GROUPS, status = 0, waited = 0;
-	pid_t pid, r;
+	int ngroups = MAX_GROUPS, status = 0;
+	pid_t pid;
 
 	/* The groups are looked up before the fork: NSS is not async-signal-safe. */
 	if (getgrouplist(job->user, job->gid, groups, &ngroups) < 0) {
@@ -132,21 +132,8 @@ int jobfs_append_job_output(const struct jobfs_job *job, const char *path, const
 		return -1;
 	if (pid == 0)
 		append_as_user(path, text, strlen(text), job->uid, job->gid, groups, ngroups);
-	for (;;) {
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (waited >= OUTPUT_TIMEOUT_MS) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		usleep(10000);
-		waited += 10;
-	}
+	if (jobfs_wait_child(pid, OUTPUT_TIMEOUT_S, &status) != 0)
+		return -1;
 	if (!WIFEXITED(status)) {
 		errno = EINTR;
 		return -1;

@@ -54,18 +54,13 @@ static void child_exec(char *const argv[], char *const envp[], uid_t uid, gid_t 
 	_exit(127);
 }
 
-/* Runs argv and waits at most timeout_s for it; *status is its wait status. */
-int jobfs_run(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd, int err_fd,
-	      unsigned timeout_s, int *status)
-
+/* Waits at most timeout_s for our child pid, then kills it (-1, errno ETIMEDOUT); *status is
+ * its wait status. */
+int jobfs_wait_child(pid_t pid, unsigned timeout_s, int *status)
 {
 	double deadline = now_s() + timeout_s;
-	pid_t pid = fork(), r;
+	pid_t r;
 
-	if (pid < 0)
-		return -1;
-	if (pid == 0)
-		child_exec(argv, envp, uid, gid, out_fd, err_fd);
 	for (;;) {
 		r = waitpid(pid, status, WNOHANG);
 		if (r == pid)
@@ -80,6 +75,19 @@ int jobfs_run(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int 
 		}
 		usleep(10000);
 	}
+}
+
+/* Runs argv and waits at most timeout_s for it; *status is its wait status. */
+int jobfs_run(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd, int err_fd,
+	      unsigned timeout_s, int *status)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		child_exec(argv, envp, uid, gid, out_fd, err_fd);
+	return jobfs_wait_child(pid, timeout_s, status);
 }
 
 /* Starts argv as a daemon of its own (new session, so no signal to the prolog's process group

@@ -413,27 +413,24 @@ out:
 	return rc;
 }
 
-/* "/a:s3://b/c;/d:s3://e/" as "/a -> s3://b/c, /d -> s3://e/" (the specs are checked at
- * submission: the first ':' not starting "://" ends the source, as in split_spec). */
+/* "/a:s3://b/c;/d:s3://e/" as "/a -> s3://b/c, /d -> s3://e/" (an item that does not split is
+ * shown as it is). */
 static void stage_specs_text(const char *list, char *out, size_t len)
 {
-	bool split = false; /* this item's SRC:DST ':' seen */
+	char a[PATH_MAX + 8], b[PATH_MAX + 8], *copy = strdup(list), *save = NULL, *item;
 	size_t o = 0;
-	const char *p;
 
+	snprintf(out, len, "%s", list);
+	if (!copy)
+		return;
 	out[0] = '\0';
-	for (p = list; *p && o + 8 < len; p++) {
-		if (*p == ';') {
-			o += snprintf(out + o, len - o, ", ");
-			split = false;
-		} else if (*p == ':' && !split && strncmp(p, "://", 3) != 0) {
-			o += snprintf(out + o, len - o, " -> ");
-			split = true;
-		} else {
-			out[o++] = *p;
-			out[o] = '\0';
-		}
+	for (item = strtok_r(copy, ";", &save); item && o < len; item = strtok_r(NULL, ";", &save)) {
+		if (jobfs_stage_split_spec(item, a, b, PATH_MAX) == 0)
+			o += snprintf(out + o, len - o, "%s%s -> %s", o ? ", " : "", a, b);
+		else
+			o += snprintf(out + o, len - o, "%s%s", o ? ", " : "", item);
 	}
+	free(copy);
 }
 
 /* A failed stage-out: the data stays on every node (it is spread over all of them) and the

@@ -123,6 +123,7 @@ int jobfs_mkdir_p(const char *path, mode_t mode);
 /* jobfs_proc.c: starting and stopping programs */
 int jobfs_run(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd, int err_fd,
 	      unsigned timeout_s, int *status);
+int jobfs_wait_child(pid_t pid, unsigned timeout_s, int *status);
 int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd,
 			 int err_fd, pid_t *pid);
 bool jobfs_child_exited(pid_t pid, char *how, size_t len);
@@ -149,5 +150,6 @@ int jobfs_stage_pass_credentials(spank_t sp);
 int jobfs_stage_in(const struct jobfs_context *ctx, char *err, size_t errlen);
 int jobfs_stage_out(const struct jobfs_context *ctx, char *err, size_t errlen);
 void jobfs_stage_out_skipped(const struct jobfs_context *ctx, const char *why);
+int jobfs_stage_split_spec(const char *spec, char *src, char *dst, size_t len);
 
 #endif /* JOBFS_SPANK_H */

@@ -130,7 +130,7 @@ static void failure_line(const char *log, char *out, size_t len)
 }
 
 /* SRC:DST split at the first ':' that does not start "://" (jobfs_stage_spec_check). */
-static int split_spec(const char *spec, char *src, char *dst, size_t len)
+int jobfs_stage_split_spec(const char *spec, char *src, char *dst, size_t len)
 {
 	const char *p;
 
@@ -164,7 +164,7 @@ static int run_share(const struct jobfs_context *ctx, bool in, const char *list,
 		char a[PATH_MAX + 8], b[PATH_MAX + 8], jpath[PATH_MAX + 16], line[JOBFS_MSG_MAX / 2];
 		int status = 0, r;
 
-		if (split_spec(item, a, b, PATH_MAX) != 0) {
+		if (jobfs_stage_split_spec(item, a, b, PATH_MAX) != 0) {
 			snprintf(err, errlen, "%s: bad item '%s'", verb, item);
 			goto out;
 		}
