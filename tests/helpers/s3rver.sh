@@ -37,7 +37,7 @@ s3rver_start_free() {
   while :; do
     # (seen: a port derived from the PID, inside the ephemeral range 32768-60999, was held by
     # an outgoing connection of a test running beside it: EADDRINUSE)
-    S3RVER_PORT=$((20000 + ($$ * 7919 + tries * 104729 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 12000))
+    S3RVER_PORT=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 12000))
     s3rver_start "$1" "$S3RVER_PORT" "${2:-}" 2> "$1.start-err" && { rm -f "$1.start-err"; return 0; }
     tries=$((tries + 1))
     if [ "$tries" -ge 5 ] || ! grep -q EADDRINUSE "$1.start-err"; then
