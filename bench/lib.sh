@@ -16,6 +16,18 @@ bench_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# bench_mpi_env PROG: the environment mpirun needs for the ROMIO driver, as root: when PROG
+# (jobfs-bench-romio) is in a build tree, that tree's component and libjobfs (an installed one
+# is where Open MPI looks by itself).
+bench_mpi_env() {
+  _top=$(cd "$(dirname "$1")/.." && pwd)
+  if [ -f "$_top/romio-adio/mca_io_romio_jobfs.so" ]; then
+    export OMPI_MCA_mca_base_component_path="$_top/romio-adio:$(ompi_info --path pkglibdir | sed 's/^.*: *//')"
+    export LD_LIBRARY_PATH="$_top/client/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}
+
 bench_progress() { printf 'bench: %s\n' "$*" >&2; }
 
 # bench_line NAME VALUE BASELINE UNIT: prints the summary line with the ratio
