@@ -48,10 +48,23 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     transport::Worker* worker = c->worker_.get();
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
                                       [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); });
+    c->write_behind_bytes_ = options.write_behind_bytes;
+    if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;
 }
 
-InodeClient::~InodeClient() = default;
+InodeClient::~InodeClient() {
+    // Writes on their way land before the transport goes (a handle never released, at an
+    // unmount, may keep its OpenInode past this: it then finds nothing in flight).
+    std::vector<std::shared_ptr<OpenInode>> open;
+    {
+        std::lock_guard lock(open_mu_);
+        for (auto& [ino, n] : open_) open.push_back(n);
+    }
+    for (auto& n : open)
+        if (n->pending) n->pending->quiesce();
+    if (writers_) writers_->join();
+}
 
 // ---- open inodes ----------------------------------------------------------------------------
 
@@ -82,6 +95,8 @@ std::unique_ptr<Handle> InodeClient::add_handle(const proto::Attr& a, int flags)
     }
     n->size.store(a.size);
     ++n->open_count;
+    if (write_behind_bytes_ && writable(flags) && !n->pending)
+        n->pending = std::make_shared<WriteBehind>(*io_, *writers_, a.ino, n->layout, write_behind_bytes_);
     h->node = n;
     return h;
 }
@@ -131,8 +146,9 @@ Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
 
 Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set) {
     const uint64_t new_size = *set.size;
-    auto before = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
     auto n = find_open(ino);
+    if (n) JOBFS_RETURN_IF_ERROR(land(*n)); // no write of this process may land after the cut
+    auto before = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
     if (!before.ok()) {
         // ftruncate of an unlinked open file: only its chunks and this process know it.
         if (before.status().code() != Code::not_found || !n || !n->unlinked) return before.status();
@@ -310,6 +326,7 @@ Result<std::unique_ptr<Handle>> InodeClient::open(const proto::Cred& cred, uint6
 Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
     if ((h.flags & O_ACCMODE) == O_WRONLY) return Status(Code::bad_handle, "file not open for reading");
     OpenInode& n = *h.node;
+    if (n.pending) n.pending->quiesce(); // every handle of this process reads what any wrote
     if (offset + out.size() > n.visible_size() && !n.unlinked) {
         // Past what we know: others may have written and settled more since.
         auto a = meta_call<proto::Getattr>(*io_, n.ino, proto::InoRequest{n.ino});
@@ -322,13 +339,22 @@ Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> 
 Status InodeClient::write(Handle& h, uint64_t offset, std::span<const uint8_t> data) {
     if (!writable(h.flags)) return Status(Code::bad_handle, "file not open for writing");
     OpenInode& n = *h.node;
-    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, offset, data));
+    JOBFS_RETURN_IF_ERROR(n.pending ? n.pending->write(offset, data) : io_->pwrite(n.ino, n.layout, offset, data));
     raise(n.high_water, offset + data.size());
     n.dirty = true;
     return Status::OK();
 }
 
 Status InodeClient::settle(OpenInode& n) {
+    // Writes still on their way land first. If one failed, the size is settled all the same
+    // (as a local file keeps the size its failed writeback extended it to): the bytes that
+    // did land stay reachable, and an unlink finds the chunks to remove by that size.
+    const Status landed = land(n);
+    Status settled = settle_size(n);
+    return landed.ok() ? settled : landed;
+}
+
+Status InodeClient::settle_size(OpenInode& n) {
     if (n.unlinked || !n.dirty.exchange(false)) return Status::OK();
     auto r = meta_call<proto::ExtendSize>(*io_, n.ino, proto::ExtendSizeRequest{n.ino, n.high_water.load()});
     if (!r.ok()) {
@@ -344,6 +370,7 @@ Status InodeClient::flush(Handle& h) { return settle(*h.node); }
 
 Status InodeClient::fsync(Handle& h) {
     OpenInode& n = *h.node;
+    JOBFS_RETURN_IF_ERROR(land(n));
     JOBFS_RETURN_IF_ERROR(io_->sync(n.ino, n.layout, n.visible_size()));
     return settle(n);
 }
@@ -359,6 +386,7 @@ Status InodeClient::release(std::unique_ptr<Handle> h) {
         }
     }
     // The data of an unlinked file goes with its last handle; nobody can open it again.
+    if (n->unlinked) (void)land(*n); // none may land after the removal
     if (n->unlinked) return last ? io_->remove_file(n->ino) : Status::OK();
     return settle(*n);
 }

@@ -13,6 +13,9 @@
 //   * high_water: the end of the furthest byte written through any of its handles. Until it is
 //     settled the daemons report a smaller size, so attributes returned for an open inode carry
 //     max(daemon size, high_water): the kernel must never see an open file shrink under it.
+//   * pending: writes not yet at the daemons (write-behind, InodeClientOptions::
+//     write_behind_bytes): shared by the inode's handles, so a read through any handle of this
+//     process first waits for them, as do flush, fsync, release and a resize.
 //   * unlinked: its last link went (unlink, or a rename over it) while it was open. Its data is
 //     then removed at the last release, not at the unlink, and its attributes (the daemon no
 //     longer has them) are served from `last`.
@@ -37,6 +40,7 @@
 #include "client/cluster.h"
 #include "client/file_io.h"
 #include "client/layout.h"
+#include "client/write_behind.h"
 #include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
@@ -48,6 +52,10 @@ inline constexpr uint64_t kRootIno = 1; // the root directory, on shard 0 (FUSE_
 struct InodeClientOptions {
     std::chrono::milliseconds timeout{30000}; // deadline of every request
     std::string name = "jobfs-fuse";           // the transport worker's name (daemon logs)
+    // Bytes of writes per open file that may be on their way to the daemons after write
+    // returned (0: every write waits for its daemons). A failed one is reported by a later
+    // write, flush, fsync or close of the file (client/write_behind.h).
+    size_t write_behind_bytes = 0;
 };
 
 // What this process knows of one open regular file (see the top of this file).
@@ -60,6 +68,7 @@ struct OpenInode {
     std::atomic<uint64_t> size{0};       // the settled size as last seen from the daemons
     std::atomic<uint64_t> high_water{0}; // end of the furthest byte written here
     std::atomic<bool> dirty{false};      // written since the size was last settled
+    std::shared_ptr<WriteBehind> pending; // set at the first writable open (write-behind on)
     uint64_t visible_size() const { return std::max(size.load(), high_water.load()); }
 };
 
@@ -138,11 +147,18 @@ private:
     std::unique_ptr<Handle> add_handle(const proto::Attr& a, int flags);
     // The last link of a file went: its data goes now, or at the last release here.
     Status drop_data(const proto::Attr& a);
+    // Lands the inode's pending writes, then settles its size (ExtendSize) if it was written.
     Status settle(OpenInode& n);
+    Status settle_size(OpenInode& n);
+    // Waits for the inode's writes still on their way; their error, if one failed.
+    static Status land(OpenInode& n) { return n.pending ? n.pending->flush() : Status::OK(); }
     // Sets the size (and whatever else set holds): the shard first, then the chunks past a
     // smaller size are cut, then this process's view of the open inode follows.
     Result<proto::Attr> resize(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set);
 
+    // Declared before open_: an OpenInode's WriteBehind waits on this pool when it goes.
+    size_t write_behind_bytes_ = 0;
+    std::unique_ptr<boost::asio::thread_pool> writers_;
     std::mutex open_mu_;
     std::unordered_map<uint64_t, std::shared_ptr<OpenInode>> open_;
 

@@ -83,8 +83,9 @@ struct Config {
     int no_default_permissions = 0;
     int allow_other = 0;         // given explicitly
     int default_permissions = 0; // given explicitly
-    unsigned readahead_kb = 1024;   // the mount's kernel readahead; 0: the kernel's default
+    unsigned readahead_kb = 4096;   // the mount's kernel readahead; 0: the kernel's default
     int writeback_cache = 0;        // -o writeback_cache: the kernel buffers writes (see jf_init)
+    unsigned write_behind_mib = 8;  // per open file: writes on their way after write(2) returned
 };
 
 enum { kKeyAllowOther = 1, kKeyDefaultPermissions };
@@ -98,6 +99,7 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("entry_timeout=%lf", entry_timeout, 0),
     JOBFS_OPT("negative_timeout=%lf", negative_timeout, 0),
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
+    JOBFS_OPT("write_behind_mib=%u", write_behind_mib, 0),
     JOBFS_OPT("writeback_cache", writeback_cache, 1),
     JOBFS_OPT("no_writeback_cache", writeback_cache, 0),
     JOBFS_OPT("no_allow_other", no_allow_other, 1),
@@ -662,7 +664,9 @@ void usage(FILE* out) {
                  "    attr_timeout=SECONDS      cache attributes this long (1)\n"
                  "    entry_timeout=SECONDS     cache names this long (1)\n"
                  "    negative_timeout=SECONDS  cache missing names this long (0)\n"
-                 "    readahead_kb=KIB          the kernel's readahead on the mount (1024; 0: its default)\n"
+                 "    readahead_kb=KIB          the kernel's readahead on the mount (4096; 0: its default)\n"
+                 "    write_behind_mib=MIB      per open file, writes still on their way after write(2)\n"
+                 "                              returned (8; 0: each write waits for the daemons)\n"
                  "    writeback_cache           let the kernel buffer writes (off; see the man page)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
@@ -731,7 +735,9 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     fs.negative_timeout = cfg.negative_timeout;
     fs.default_permissions = !cfg.no_default_permissions;
     fs.writeback_cache = cfg.writeback_cache != 0;
-    auto client = InodeClient::connect(*info);
+    jobfs::client::InodeClientOptions client_options;
+    client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
+    auto client = InodeClient::connect(*info, client_options);
     if (!client.ok()) {
         tell_parent(ready_fd, 1);
         return fail_start(("connect to the daemons of " + cluster_path + ": " + client.status().to_string()).c_str());

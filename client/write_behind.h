@@ -7,7 +7,10 @@
 // (ENOSPC, a daemon gone) is reported by a later write, fsync or close of the file rather
 // than by the write that caused it, and other clients see the data once it is flushed
 // (fsync, close): MPI-IO's consistency, and close-to-open, not POSIX's read-after-write
-// across processes. Hence opt-in (ClientOptions::write_behind_bytes).
+// across processes. Hence opt-in in libjobfs (ClientOptions::write_behind_bytes). jobfs-fuse
+// has it on by default (InodeClientOptions, -o write_behind_mib): there one WriteBehind is
+// shared by all handles of an inode and every read waits for it, so POSIX's read-after-write
+// holds between the processes of a node.
 //
 // Errors are sticky: after one write failed, every later write, flush and close of this file
 // returns that error.

@@ -66,7 +66,7 @@ check "local up" sh -c "'$JOBFS' local up -n 3 --dir '$dir' > '$tmp/up.out'"
 pid1=$!
 checkf "mount in the foreground shows in /proc/mounts as fuse.jobfs" wait_for 15 mounted "$mnt"
 check "a daemonised mount is up when jobfs-fuse returns" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster' '$mnt2' && grep -q ' $mnt2 fuse.jobfs ' /proc/mounts"
-checkf "the mount's kernel readahead is raised to 1 MiB" wait_for 10 sh -c "[ \"\$(cat /sys/class/bdi/\$(mountpoint -d '$mnt')/read_ahead_kb)\" = 1024 ]"
+checkf "the mount's kernel readahead is raised to 4 MiB" wait_for 10 sh -c "[ \"\$(cat /sys/class/bdi/\$(mountpoint -d '$mnt')/read_ahead_kb)\" = 4096 ]"
 check "mounts are allow_other and default_permissions under root" sh -c "grep ' $mnt fuse.jobfs ' /proc/mounts | grep -q 'default_permissions,allow_other'"
 check "a mount without a cluster descriptor fails with a jobfs-fuse: message" sh -c "JOBFS_CLUSTER= '$JOBFS_FUSE' '$tmp' -f 2>&1 | grep -q '^jobfs-fuse: cluster descriptor'"
 

@@ -427,6 +427,42 @@ static int case_xattrs(void) {
     return 0;
 }
 
+/* Read-after-write between processes of one node: what one process wrote (still open, not
+ * fsync'ed) another process reads at once through its own descriptor, also the last piece
+ * (jobfs-fuse may still be sending writes to the daemons when write(2) returns). */
+static int case_write_read_by_another_process(void) {
+    enum { kPiece = 1 << 20, kPieces = 8 };
+    static unsigned char piece[kPiece];
+    int fd;
+    OK(fd = open("raw", O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    for (int i = 0; i < kPieces; ++i) {
+        memset(piece, 'a' + i, sizeof piece);
+        OK(write_all(fd, piece, sizeof piece));
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        static unsigned char got[kPiece];
+        int rfd = open("raw", O_RDONLY);
+        if (rfd < 0) _exit(10);
+        struct stat st;
+        if (fstat(rfd, &st) != 0 || st.st_size != (off_t)kPiece * kPieces) _exit(11);
+        for (int i = kPieces - 1; i >= 0; --i) { /* the last written first */
+            if (pread(rfd, got, sizeof got, (off_t)i * kPiece) != (ssize_t)sizeof got) _exit(12);
+            for (size_t k = 0; k < sizeof got; ++k)
+                if (got[k] != 'a' + i) _exit(20 + i);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    OK(pid);
+    OK(waitpid(pid, &status, 0));
+    OK(close(fd));
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the reader exited %d (11: wrong size, 12: short read, 20+i: wrong bytes in piece i)",
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
 static int case_sparse_file(void) {
     int fd;
     OK(fd = open("sparse", O_RDWR | O_CREAT | O_TRUNC, 0644));
@@ -473,6 +509,7 @@ int main(int argc, char** argv) {
     run("statvfs", case_statfs);
     run("xattrs: set, get, list, remove, flags, ERANGE, ENODATA", case_xattrs);
     run("a sparse file of 256 MiB reads zeros in its hole", case_sparse_file);
+    run("8 MiB written and still open are read at once by another process", case_write_read_by_another_process);
     printf("%d failed\n", failures);
     return failures ? 1 : 0;
 }

@@ -3,13 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <csignal>
 #include <filesystem>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "client/client.h"
+#include "client/inode_client.h"
 #include "client/local_cluster.h"
 #include "test_util.h"
 
@@ -388,6 +391,68 @@ TEST_F(ClientTest, WriteBehindReadsItsOwnWritesAndReportsFailuresLater) {
     Status closed = (*c)->close(**f);
     EXPECT_FALSE(closed.ok());
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+// jobfs-fuse's client with write-behind: the writes of one handle still on their way are read
+// through another handle of this process at once, and a truncate cuts them all (none lands
+// after it and shows through a later extension); the size is settled at release.
+TEST_F(ClientTest, InodeClientWriteBehindIsSeenByEveryHandleAndCutByATruncate) {
+    InodeClientOptions o;
+    o.write_behind_bytes = 64 << 20; // every piece below fits: write returns at once
+    auto ic = InodeClient::connect(cluster->info(), o);
+    ASSERT_TRUE(ic.ok()) << ic.status().to_string();
+    const proto::Cred root{0, 0, {}};
+    constexpr uint64_t kPiece = 1 << 20, kPieces = 32;
+    auto w = (*ic)->create(root, kRootIno, "wb", 0644, O_WRONLY | O_CREAT);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    const uint64_t ino = w->first.ino;
+    auto r = (*ic)->open(root, ino, O_RDONLY);
+    ASSERT_TRUE(r.ok());
+    const auto data = pattern(kPiece * kPieces, 61);
+    // The daemons stop for a while, so the writes are still queued when the next call comes.
+    std::vector<std::jthread> resumers; // joined on every way out
+    auto stall_daemons = [&] {
+        for (uint32_t d = 0; d < 3; ++d) ::kill(cluster->pid(d), SIGSTOP);
+        resumers.emplace_back([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            for (uint32_t d = 0; d < 3; ++d) ::kill(cluster->pid(d), SIGCONT);
+        });
+    };
+    stall_daemons();
+    for (uint64_t i = 0; i < kPieces; ++i)
+        ASSERT_TRUE((*ic)->write(*w->second, i * kPiece, {data.data() + i * kPiece, kPiece}).ok());
+    std::vector<uint8_t> back(kPiece * kPieces);
+    for (uint64_t i = kPieces; i-- > 0;) { // the last written first
+        auto n = (*ic)->read(**r, i * kPiece, {back.data() + i * kPiece, kPiece});
+        ASSERT_TRUE(n.ok());
+        ASSERT_EQ(*n, kPiece);
+    }
+    EXPECT_TRUE(back == data) << "a read through another handle missed writes on their way";
+
+    resumers.back().join();
+    stall_daemons();
+    for (uint64_t i = 0; i < kPieces; ++i)
+        ASSERT_TRUE((*ic)->write(*w->second, i * kPiece, {data.data() + i * kPiece, kPiece}).ok());
+    proto::SetattrRequest cut;
+    cut.size = 0;
+    ASSERT_TRUE((*ic)->setattr(root, ino, cut).ok());
+    resumers.back().join();
+    proto::SetattrRequest grow;
+    grow.size = kPiece * kPieces;
+    ASSERT_TRUE((*ic)->setattr(root, ino, grow).ok());
+    auto n = (*ic)->read(**r, 0, back);
+    ASSERT_TRUE(n.ok());
+    ASSERT_EQ(*n, kPiece * kPieces);
+    EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0; }))
+        << "a write landed after the truncate";
+
+    ASSERT_TRUE((*ic)->write(*w->second, 0, {data.data(), 3 * kPiece}).ok());
+    ASSERT_TRUE((*ic)->release(std::move(w->second)).ok());
+    ASSERT_TRUE((*ic)->release(std::move(*r)).ok());
+    EXPECT_EQ(client->stat("/wb")->size, kPiece * kPieces);
+    auto all = read_file("/wb");
+    ASSERT_TRUE(all.ok());
+    EXPECT_TRUE(std::equal(data.begin(), data.begin() + 3 * kPiece, all->begin()));
 }
 
 TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
