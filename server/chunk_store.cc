@@ -259,6 +259,13 @@ struct ChunkStore::Impl {
         if (!pread_all(o.data, buf, n, static_cast<off_t>(start), &got))
             return errno_status("read chunk " + path(o.id));
         if (got < n) std::memset(buf + got, 0, n - got);
+        JOBFS_RETURN_IF_ERROR(verify_block(o, b, e, buf, n));
+        return n;
+    }
+
+    // Checks the n bytes of block b in buf against its checksum entry.
+    Status verify_block(const Open& o, uint64_t b, const CrcEntry& e, const uint8_t* buf, size_t n) {
+        const uint64_t start = b * kBlock;
         if (e.written && crc32c(buf, n) != e.crc) {
             JOBFS_ERROR("checksum mismatch in %s block %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64 ")",
                         path(o.id).c_str(), b, start, start + n);
@@ -269,7 +276,7 @@ struct ChunkStore::Impl {
             // checksums (crash). The block cannot be trusted.
             return Status(Code::io, "unrecorded data in chunk " + path(o.id) + " block " + std::to_string(b));
         }
-        return n;
+        return Status::OK();
     }
 
     Result<uint64_t> data_length(const Open& o) {
@@ -302,7 +309,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
     return std::unique_ptr<ChunkStore>(new ChunkStore(std::move(impl), chunk_size));
 }
 
-Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> data) {
+Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> data,
+                         std::span<const uint32_t> piece_crcs) {
     if (offset > chunk_size_ || data.size() > chunk_size_ - offset)
         return Status(Code::invalid, "write of " + std::to_string(data.size()) + " bytes at " +
                                          std::to_string(offset) + " past the chunk size");
@@ -343,6 +351,13 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
     for (uint64_t b = first; b <= b1; ++b) {
         const uint64_t bs = b * kBlock;
         const uint64_t be = std::min<uint64_t>(bs + kBlock, new_len);
+        if (bs >= offset && be <= end) {
+            // Written whole: its old bytes do not matter, and its new ones are all in data.
+            const size_t piece = static_cast<size_t>(b - b0); // pieces start at offset, cut at blocks
+            updated[b - first] = CrcEntry{piece < piece_crcs.size() ? piece_crcs[piece]
+                                                                     : crc32c(data.data() + (bs - offset), be - bs), 1};
+            continue;
+        }
         CrcEntry& e = (*crcs)[b - first];
         // Old bytes of this block (verified), then the new bytes over them.
         std::fill(block.begin(), block.end(), 0);
@@ -363,7 +378,8 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
     return Status::OK();
 }
 
-Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> out) {
+Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> out, std::vector<uint32_t>* piece_crcs) {
+    if (piece_crcs) piece_crcs->clear();
     if (offset >= chunk_size_ || out.empty()) return size_t{0};
     std::lock_guard lock(impl_->lock_for(id));
     auto h = impl_->open_chunk(id, false);
@@ -376,13 +392,36 @@ Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> 
     const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
     auto crcs = impl_->load_crcs(f, b0, b1 - b0 + 1);
     if (!crcs.ok()) return crcs.status();
-    std::vector<uint8_t> block(kBlock);
+    // Blocks returned whole go straight into out, in one pread, and are verified there; only
+    // the partial blocks at either edge go through a block buffer.
+    const auto whole = [&](uint64_t b) { return b * kBlock >= offset && std::min<uint64_t>((b + 1) * kBlock, *len) <= end; };
+    uint64_t w0 = b0, w1 = b1 + 1; // [w0, w1): the blocks returned whole
+    if (!whole(w0)) ++w0;
+    if (w1 > w0 && !whole(w1 - 1)) --w1;
+    if (w1 > w0) {
+        const uint64_t ws = w0 * kBlock, we = std::min<uint64_t>(w1 * kBlock, *len);
+        size_t got = 0;
+        if (!pread_all(f.data, out.data() + (ws - offset), we - ws, static_cast<off_t>(ws), &got))
+            return errno_status("read chunk " + impl_->path(id));
+        if (got < we - ws) std::memset(out.data() + (ws - offset) + got, 0, we - ws - got);
+    }
+    std::vector<uint8_t> block;
     for (uint64_t b = b0; b <= b1; ++b) {
         const uint64_t bs = b * kBlock;
-        auto n = impl_->read_block(f, b, *len, (*crcs)[b - b0], block.data());
+        const CrcEntry& e = (*crcs)[b - b0];
+        if (b >= w0 && b < w1) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(bs + kBlock, *len) - bs);
+            uint8_t* at = out.data() + (bs - offset);
+            JOBFS_RETURN_IF_ERROR(impl_->verify_block(f, b, e, at, n));
+            if (piece_crcs) piece_crcs->push_back(e.written ? e.crc : crc32c(at, n));
+            continue;
+        }
+        block.resize(kBlock);
+        auto n = impl_->read_block(f, b, *len, e, block.data());
         if (!n.ok()) return n.status();
         const uint64_t rs = std::max(bs, offset), re = std::min<uint64_t>(bs + *n, end);
         if (re > rs) std::memcpy(out.data() + (rs - offset), block.data() + (rs - bs), re - rs);
+        if (piece_crcs) piece_crcs->push_back(crc32c(out.data() + (rs - offset), re - rs));
     }
     return static_cast<size_t>(end - offset);
 }

@@ -50,11 +50,19 @@ public:
     ChunkStore(const ChunkStore&) = delete;
     ChunkStore& operator=(const ChunkStore&) = delete;
 
-    // Writes data at offset within the chunk (offset + size <= chunk_size).
-    Status write(ChunkId id, uint64_t offset, std::span<const uint8_t> data);
+    // Writes data at offset within the chunk (offset + size <= chunk_size). piece_crcs, if
+    // given, are the CRC32Cs of data cut at block boundaries (transport::block_crcs), already
+    // checked against it: a block the write covers whole keeps its piece's CRC instead of a
+    // second pass over its bytes.
+    Status write(ChunkId id, uint64_t offset, std::span<const uint8_t> data,
+                 std::span<const uint32_t> piece_crcs = {});
     // Reads up to out.size() bytes at offset; returns how many the chunk holds there (short at
-    // the chunk's end, 0 for a chunk never written). Holes read as zeros.
-    Result<size_t> read(ChunkId id, uint64_t offset, std::span<uint8_t> out);
+    // the chunk's end, 0 for a chunk never written). Holes read as zeros. Every block read is
+    // verified against its stored CRC; piece_crcs, if given, receives the CRC32Cs of the bytes
+    // returned cut at block boundaries (transport::block_crcs), the stored ones where a whole
+    // block is returned.
+    Result<size_t> read(ChunkId id, uint64_t offset, std::span<uint8_t> out,
+                        std::vector<uint32_t>* piece_crcs = nullptr);
     // Cuts or extends (with a hole) the chunk to length bytes.
     Status truncate(ChunkId id, uint64_t length);
     // Length of the chunk's data (0 if absent).

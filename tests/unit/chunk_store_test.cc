@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "block_crc.h"
 #include "server/chunk_store.h"
 #include "test_util.h"
 
@@ -60,7 +61,9 @@ TEST(ChunkStore, RandomOperationsMatchAModel) {
             uint64_t off = rng() % kChunk;
             uint64_t len = 1 + rng() % std::min<uint64_t>(kChunk - off, 3 * ChunkStore::kBlockSize);
             auto data = pattern(len, static_cast<uint32_t>(i));
-            ASSERT_TRUE((*st)->write(id, off, data).ok()) << "op " << i;
+            // Half the writes bring their pieces' checksums, as chunk writes from clients do.
+            const auto crcs = (i % 2) ? transport::block_crcs(off, data) : std::vector<uint32_t>{};
+            ASSERT_TRUE((*st)->write(id, off, data, crcs).ok()) << "op " << i;
             if (model.size() < off + len) model.resize(off + len, 0);
             std::copy(data.begin(), data.end(), model.begin() + off);
         } else if (op < 8) {
@@ -69,20 +72,25 @@ TEST(ChunkStore, RandomOperationsMatchAModel) {
             model.resize(len, 0);
         } else {
             uint64_t off = rng() % kChunk;
-            uint64_t len = 1 + rng() % (2 * ChunkStore::kBlockSize);
+            uint64_t len = 1 + rng() % (4 * ChunkStore::kBlockSize);
             std::vector<uint8_t> out(len, 0xcc);
-            auto n = (*st)->read(id, off, out);
+            std::vector<uint32_t> crcs;
+            auto n = (*st)->read(id, off, out, &crcs);
             ASSERT_TRUE(n.ok()) << "op " << i << ": " << n.status().to_string();
             uint64_t expect = off >= model.size() ? 0 : std::min<uint64_t>(len, model.size() - off);
             ASSERT_EQ(*n, expect) << "op " << i;
             ASSERT_TRUE(std::equal(out.begin(), out.begin() + expect, model.begin() + off)) << "op " << i;
+            // The checksums a reply carries: the stored ones where whole blocks are returned.
+            ASSERT_EQ(crcs, transport::block_crcs(off, std::span<const uint8_t>(out.data(), expect))) << "op " << i;
         }
     }
     std::vector<uint8_t> all(kChunk);
-    auto n = (*st)->read(id, 0, all);
+    std::vector<uint32_t> crcs;
+    auto n = (*st)->read(id, 0, all, &crcs);
     ASSERT_TRUE(n.ok());
     ASSERT_EQ(*n, model.size());
     EXPECT_TRUE(std::equal(model.begin(), model.end(), all.begin()));
+    EXPECT_EQ(crcs, transport::block_crcs(0, std::span<const uint8_t>(all.data(), *n)));
 }
 
 TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
@@ -97,10 +105,12 @@ TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     EXPECT_EQ(s.st_size, (3 << 20) + 4096);
     EXPECT_LT(s.st_blocks * 512, 64 * 1024) << "the 3 MiB hole was allocated";
     std::vector<uint8_t> out(3 << 20, 0xff);
-    auto n = (*st)->read(id, 0, out);
+    std::vector<uint32_t> crcs;
+    auto n = (*st)->read(id, 0, out, &crcs);
     ASSERT_TRUE(n.ok());
     EXPECT_EQ(*n, out.size());
     EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t c) { return c == 0; }));
+    EXPECT_EQ(crcs, transport::block_crcs(0, out)) << "a hole's blocks have no stored checksum";
 }
 
 TEST(ChunkStore, CorruptionIsDetectedNotReturned) {
