@@ -49,7 +49,7 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
                                       [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); });
     c->write_behind_bytes_ = options.write_behind_bytes;
-    if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
+    if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(options.writer_threads);
     return c;
 }
 
