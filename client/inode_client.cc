@@ -92,11 +92,13 @@ std::unique_ptr<Handle> InodeClient::add_handle(const proto::Attr& a, int flags)
         n = std::make_shared<OpenInode>();
         n->ino = a.ino;
         n->layout = Layout{a.chunk_size ? a.chunk_size : kDefaultChunkSize, a.stripe_count, a.replicas};
+        // Made with the node, whatever the first open's mode, and never replaced: reads of
+        // other handles use it without the lock.
+        if (write_behind_bytes_)
+            n->pending = std::make_shared<WriteBehind>(*io_, *writers_, a.ino, n->layout, write_behind_bytes_);
     }
     n->size.store(a.size);
     ++n->open_count;
-    if (write_behind_bytes_ && writable(flags) && !n->pending)
-        n->pending = std::make_shared<WriteBehind>(*io_, *writers_, a.ino, n->layout, write_behind_bytes_);
     h->node = n;
     return h;
 }
