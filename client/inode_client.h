@@ -71,6 +71,7 @@ struct OpenInode {
     std::atomic<uint64_t> size{0};       // the settled size as last seen from the daemons
     std::atomic<uint64_t> high_water{0}; // end of the furthest byte written here
     std::atomic<bool> dirty{false};      // written since the size was last settled
+    std::atomic<uint64_t> settled{0};    // the end a completed ExtendSize of this process covered
     std::shared_ptr<WriteBehind> pending; // write-behind on: set when the node is made, then constant
     uint64_t visible_size() const { return std::max(size.load(), high_water.load()); }
 };

@@ -91,6 +91,7 @@ check "wrong secret: exit 1 naming SignatureDoesNotMatch" sh -c "AWS_SECRET_ACCE
 check "wrong secret on stage-out: exit 1 naming SignatureDoesNotMatch" sh -c "AWS_SECRET_ACCESS_KEY=wrong '$J' stage-out '$src' s3://bkt/x/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'stage-out to s3://bkt/x/ failed: 403 SignatureDoesNotMatch' '$tmp/e'"
 check "missing bucket: exit 1 naming NoSuchBucket" sh -c "'$J' stage-in s3://nope/data/ jobfs:/bad/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q '404 NoSuchBucket' '$tmp/e'"
 check "no credentials: exit 1 saying where they were looked for" sh -c "env -u AWS_ACCESS_KEY_ID HOME=$tmp '$J' stage-in s3://bkt/data/ jobfs:/bad/ 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q 'no S3 credentials' '$tmp/e'"
+check "--part-size above 5 GiB is refused: exit 1, naming S3's limit, nothing copied" sh -c "'$J' stage-in s3://bkt/data/ jobfs:/bigpart/ --part-size 6G 2>'$tmp/e'; [ \$? -eq 1 ] && grep -q '5 GiB (S3.s largest part)' '$tmp/e' && ! '$J' stat /bigpart >/dev/null 2>&1"
 check "bad S3 URL is refused" sh -c "'$J' stage-in s3:/bkt jobfs:/bad/ 2>'$tmp/e'; [ \$? -ne 0 ] && grep -q 's3://bucket' '$tmp/e'"
 
 # An object deleted between listing and copy: that object fails by name, the rest is copied,

@@ -499,6 +499,9 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         return Status(Code::invalid, "rank " + std::to_string(o.rank) + " is not in 0.." + std::to_string(o.ranks - 1));
     if (o.part_size < (5u << 20) && !o.in)
         return Status(Code::invalid, "part size below 5 MiB: S3 refuses such multipart parts");
+    // S3's largest part; a stage-in also holds --parallel parts in memory at once.
+    if (o.part_size == 0 || o.part_size > (5ull << 30))
+        return Status(Code::invalid, "part size " + std::to_string(o.part_size) + " is not in 1 byte..5 GiB (S3's largest part)");
     auto src = location_parse(o.src);
     if (!src.ok()) return src.status();
     auto dst = location_parse(o.dst);
