@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jobfs.h>
@@ -167,7 +168,10 @@ static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void trace(const char *fmt, ...)
 {
     char line[512];
-    int n = snprintf(line, sizeof line, "[ad_jobfs %d] ", (int)getpid());
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* to line up the ranks' traces */
+    int n = snprintf(line, sizeof line, "[ad_jobfs %d %ld.%06ld] ", (int)getpid(), (long)now.tv_sec,
+                     now.tv_nsec / 1000);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
