@@ -487,21 +487,33 @@ Status FileIO::remove_file(uint64_t ino) const {
 Status FileIO::sync(uint64_t ino, const Layout& layout, uint64_t size) const {
     JOBFS_RETURN_IF_ERROR(check(layout));
     if (size == 0) return Status::OK();
+    // One call per daemon that holds a chunk of the file, which syncs all the file's chunks it
+    // has at once (ChunkStore::sync_file): a call per chunk made the disk commit its journal
+    // once per chunk, and every rank of an MPI_File_sync asks for all of them.
     const uint64_t last = (size - 1) / layout.chunk_size;
-    const proto::ChainTable t = chain_length(layout, daemon_count()) > 1 ? current_table() : proto::ChainTable{};
-    FanOut fan(kMaxInFlight);
-    bool go = true;
-    for (uint64_t index = 0; go && index <= last; ++index) {
+    const bool replicated = chain_length(layout, daemon_count()) > 1;
+    const proto::ChainTable t = replicated ? current_table() : proto::ChainTable{};
+    std::vector<bool> holds(daemon_count(), false);
+    uint32_t holders = 0;
+    for (uint64_t index = 0; index <= last && holders < daemon_count(); ++index) {
         const Chain chain = write_chain(ino, index, layout, t);
-        for (uint32_t k = 0; go && k < chain.length; ++k) {
-            const uint32_t rank = chain.ranks[k];
-            CallOptions o;
-            o.timeout = timeout_;
-            go = issue<proto::ChunkSync>(fan, endpoint(rank), proto::ChunkRef{ino, index}, o,
-                                         {"chunk sync", ino, index, rank});
-        }
+        for (uint32_t k = 0; k < chain.length; ++k)
+            if (!holds[chain.ranks[k]]) {
+                holds[chain.ranks[k]] = true;
+                holders++;
+            }
     }
-    return fan.wait();
+    FanOut fan(kMaxInFlight);
+    for (uint32_t rank = 0; rank < daemon_count(); ++rank) {
+        if (!holds[rank]) continue;
+        CallOptions o;
+        // A daemon may have a few GiB of the file still to write out: longer than a call's
+        // deadline. A dead or hung member of a replicated file is still left out at once.
+        o.timeout = 4 * timeout_;
+        if (!issue<proto::FileSync>(fan, endpoint(rank), proto::FileChunksRequest{ino}, o, {"sync", ino, kNoChunk, rank}))
+            break;
+    }
+    return fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr);
 }
 
 } // namespace jobfs::client

@@ -368,6 +368,9 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
     rpc::serve<proto::ChunkSync>(worker, [self](ServerCall call, proto::ChunkRef&& req) {
         boost::asio::post(self->pool_, [self, call, req] { call.reply(self->store_.sync(ChunkId{req.ino, req.index})); });
     });
+    rpc::serve<proto::FileSync>(worker, [self](ServerCall call, proto::FileChunksRequest&& req) {
+        boost::asio::post(self->pool_, [self, call, req] { call.reply(self->store_.sync_file(req.ino)); });
+    });
     rpc::serve<proto::FileRemoveChunks>(worker, [self](ServerCall call, proto::FileChunksRequest&& req) {
         boost::asio::post(self->pool_, [self, call, req] {
             {

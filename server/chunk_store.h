@@ -69,6 +69,11 @@ public:
     Result<uint64_t> length(ChunkId id);
     // Makes the chunk's data and checksums durable.
     Status sync(ChunkId id);
+    // Makes every chunk of a file held here durable: writeback of all of them is started
+    // first and waited for after, so the disk sees one stream and the file system commits its
+    // journal once or a few times rather than once per chunk (an fsync of a checkpoint striped
+    // in hundreds of chunks).
+    Status sync_file(uint64_t ino);
     // Removes every chunk of a file (idempotent).
     Status remove_file(uint64_t ino);
     // For every file with a chunk here: its inode and one past its highest chunk held here

@@ -153,6 +153,7 @@ JOBFS_RPC(ChunkRead, 33, ChunkReadRequest, ChunkReadResponse);
 JOBFS_RPC(ChunkTruncate, 34, ChunkTruncateRequest, Empty);
 JOBFS_RPC(ChunkSync, 35, ChunkRef, Empty);
 JOBFS_RPC(FileRemoveChunks, 36, FileChunksRequest, Empty);
+JOBFS_RPC(FileSync, 46, FileChunksRequest, Empty); // every chunk of the file held by this daemon
 JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
 JOBFS_RPC(DaemonStats, 38, Empty, DaemonStatsResponse);
 JOBFS_RPC(ChunkVersion, 39, ChunkRef, ChunkVersionResponse);

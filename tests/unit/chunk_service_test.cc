@@ -140,6 +140,7 @@ TEST_F(ChunkServiceTest, TruncateRemoveAndSpace) {
     ASSERT_TRUE(rpc::call<proto::ChunkTruncate>(conn, proto::ChunkTruncateRequest{{4, 0}, 1000}).ok());
     EXPECT_EQ(read({4, 0}, 0, kChunk)->size(), 1000u);
     ASSERT_TRUE(rpc::call<proto::ChunkSync>(conn, proto::ChunkRef{4, 0}).ok());
+    ASSERT_TRUE(rpc::call<proto::FileSync>(conn, proto::FileChunksRequest{4}).ok());
     auto space = rpc::call<proto::DiskSpace>(conn, proto::Empty{});
     ASSERT_TRUE(space.ok());
     EXPECT_GT(space->total_bytes, 0u);

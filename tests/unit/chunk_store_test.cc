@@ -170,6 +170,30 @@ TEST(ChunkStore, PersistsAcrossReopen) {
     EXPECT_EQ(out, data);
 }
 
+TEST(ChunkStore, SyncFileSyncsTheFilesChunksAndCreatesNone) {
+    TempDir d;
+    auto data = pattern(200000, 9);
+    {
+        auto st = ChunkStore::open(d.path(), kChunk);
+        ASSERT_TRUE(st.ok());
+        for (uint64_t idx : {0, 3, 7}) ASSERT_TRUE((*st)->write(ChunkId{7, idx}, 1000 * idx, data).ok());
+        ASSERT_TRUE((*st)->write(ChunkId{8, 0}, 0, data).ok());
+        ASSERT_TRUE((*st)->sync_file(7).ok());
+        ASSERT_TRUE((*st)->sync_file(12345).ok()); // no chunk here: nothing to do
+        auto ext = (*st)->extents();
+        ASSERT_TRUE(ext.ok());
+        EXPECT_EQ(*ext, (std::vector<std::pair<uint64_t, uint64_t>>{{7, 8}, {8, 1}})) << "sync_file made a chunk";
+        ASSERT_TRUE((*st)->remove_file(7).ok());
+        ASSERT_TRUE((*st)->sync_file(7).ok()); // removed: nothing left to sync
+    }
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    std::vector<uint8_t> out(data.size());
+    ASSERT_EQ(*(*st)->read(ChunkId{8, 0}, 0, out), data.size());
+    EXPECT_EQ(out, data);
+    EXPECT_EQ(*(*st)->length(ChunkId{7, 3}), 0u);
+}
+
 TEST(ChunkStore, RemoveFileDeletesEveryChunk) {
     TempDir d;
     auto st = ChunkStore::open(d.path(), kChunk);
