@@ -169,14 +169,16 @@ static void trace(const char *fmt, ...)
 {
     char line[512];
     struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now); /* to line up the ranks' traces */
-    int n = snprintf(line, sizeof line, "[ad_jobfs %d %ld.%06ld] ", (int)getpid(), (long)now.tv_sec,
-                     now.tv_nsec / 1000);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int n = snprintf(line, sizeof line, "[ad_jobfs %d] ", (int)getpid());
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    n += vsnprintf(line + n, sizeof line - n, fmt, ap);
     va_end(ap);
-    strcat(line, "\n");
+    if (n > (int)sizeof line - 32) n = (int)sizeof line - 32;
+    /* The time last, so that the "[ad_jobfs PID] op" start scripts match stays as it was; it
+     * lines up the ranks' traces. */
+    snprintf(line + n, sizeof line - n, " @%ld.%06ld\n", (long)now.tv_sec, now.tv_nsec / 1000);
     if (write(2, line, strlen(line)) < 0) { /* nothing to do */ }
 }
 #define TRACE(...)                                                                      \
