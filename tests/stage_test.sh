@@ -66,6 +66,7 @@ check "stage-out manifest on the server lists 1003 objects" sh -c "[ \$(grep -vc
 check "stage-in into jobfs" sh -c "'$J' stage-in s3://bkt/data/ jobfs:/in/ --part-size 8M $S > '$tmp/in1' 2>'$tmp/err2'"
 grep -q "1003 objects (1003 copied" "$tmp/in1" || { echo "not ok - stage-in summary"; cat "$tmp/in1" "$tmp/err2"; fails=$((fails + 1)); }
 check "progress lines on a non-tty" grep -q "^stage-in: .*objects" "$tmp/err2"
+check "the last progress line is the finished transfer" sh -c "grep '^stage-in: ' '$tmp/err2' | tail -1 | grep -q '^stage-in: 100% 1003/1003 objects'"
 check "the multipart object in jobfs is byte-exact (jobfs cp)" sh -c "'$J' cp 'jobfs:/in/big/model weights.bin' '$tmp/mw' && cmp '$tmp/mw' '$src/big/model weights.bin'"
 check "a unicode small object in jobfs is byte-exact" sh -c "'$J' cp 'jobfs:/in/set 1/bêta/é-0001.bin' '$tmp/e1' && cmp '$tmp/e1' '$src/set 1/bêta/é-0001.bin'"
 check "the manifest is in jobfs" sh -c "'$J' ls -a /in 2>/dev/null | grep -q jobfs-stage-manifest || '$J' ls /in | grep -q jobfs-stage-manifest"

@@ -25,7 +25,9 @@ void Progress::stop() {
     cv_.notify_all();
     if (thread_.joinable()) {
         thread_.join();
-        if (mode_ == 1) print(true);
+        // The bar ends with its last state; lines end with one too, so that a job's log
+        // always shows where the transfer ended, even one shorter than the interval.
+        print(true);
     }
 }
 

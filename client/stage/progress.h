@@ -1,5 +1,6 @@
 // progress.h: progress of a staging run on stderr: a bar redrawn in place on a terminal,
-// a line every few seconds otherwise (batch job output), from a thread of its own.
+// a line every few seconds otherwise (batch job output), from a thread of its own; either
+// ends with the final state when stopped.
 #pragma once
 
 #include <atomic>
