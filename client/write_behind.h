@@ -17,11 +17,13 @@
 //
 // How: each write is copied and handed to a pool of writer threads (shared by the files of a
 // client), which send it with FileIO's pwrite, so several pieces are on their way at once.
-// Known problem: inside MPI ranks (the ROMIO driver with JOBFS_WRITE_BEHIND_MIB=32, four ranks
-// busy-polling two cores) a chunk write has gone unanswered until its 30 s deadline, with this
-// pool as with the asynchronous calls of the first version; outside MPI it has not been seen.
-// FileIO waits for its calls on a condition variable and leaves their progress to the
-// transport's own thread, which is where to look next.
+// Known problem: with more runnable threads than cores (four MPI ranks busy-polling two
+// cores, or four `jobfs ckpt` processes next to three threads spinning on sched_yield) a chunk
+// write has gone unanswered for 6-28 s, sometimes until its 30 s deadline. During such a stall
+// every daemon thread and the client's progress thread sleep (epoll_wait, no system call for
+// 18 s on a daemon), daemons busy-polling do not help, and the call's own state is "request
+// sent, no reply": the exchange waits inside UCX 1.13 (compare rapidsai/ucxx#15, not seen
+// there with UCX 1.14's protocol v2; v2 crashes jobfsd on 1.13). Hence off in ad_jobfs.
 //
 // Thread safety: any thread may call any method; writes from several threads interleave.
 #pragma once
