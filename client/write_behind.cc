@@ -15,14 +15,21 @@ WriteBehind::~WriteBehind() { quiesce(); }
 Status WriteBehind::write(uint64_t offset, std::span<const uint8_t> data) {
     if (data.empty()) return Status::OK();
     {
-        // A write larger than the limit waits for an empty pipe and then goes alone.
+        // A write larger than the limit waits for an empty pipe and then goes alone. A write
+        // overlapping one still in flight waits for it: the two could otherwise land in either
+        // order, and the older bytes win (a pwrite into what a write just wrote, read back
+        // as it was before the pwrite).
+        const uint64_t end = offset + data.size();
         std::unique_lock lock(state_->mu);
         state_->cv.wait(lock, [&] {
-            return !state_->error.ok() || state_->bytes_in_flight == 0 ||
-                   state_->bytes_in_flight + data.size() <= limit_;
+            if (!state_->error.ok()) return true;
+            for (auto [b, e] : state_->ranges)
+                if (b < end && offset < e) return false;
+            return state_->bytes_in_flight == 0 || state_->bytes_in_flight + data.size() <= limit_;
         });
         if (!state_->error.ok()) return state_->error;
         state_->bytes_in_flight += data.size();
+        state_->ranges.emplace(offset, end);
     }
     auto copy = std::make_shared<std::vector<uint8_t>>(data.begin(), data.end());
     boost::asio::post(pool_, [io = &io_, ino = ino_, layout = layout_, offset, copy, state = state_] {
@@ -30,6 +37,7 @@ Status WriteBehind::write(uint64_t offset, std::span<const uint8_t> data) {
         std::lock_guard lock(state->mu);
         if (!s.ok() && state->error.ok()) state->error = std::move(s);
         state->bytes_in_flight -= copy->size();
+        state->ranges.erase(state->ranges.find({offset, offset + copy->size()}));
         state->cv.notify_all();
     });
     return Status::OK();

@@ -12,6 +12,9 @@
 // shared by all handles of an inode and every read waits for it, so POSIX's read-after-write
 // holds between the processes of a node.
 //
+// Writes that overlap are written in the order they were made: a write waits for any write
+// in flight that it overlaps.
+//
 // Errors are sticky: after one write failed, every later write, flush and close of this file
 // returns that error.
 //
@@ -36,6 +39,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <span>
 
 #include "client/file_io.h"
@@ -67,6 +72,7 @@ private:
         std::mutex mu;
         std::condition_variable cv;
         size_t bytes_in_flight = 0;
+        std::multiset<std::pair<uint64_t, uint64_t>> ranges; // [offset, end) of writes in flight
         Status error;
     };
     const FileIO& io_;
