@@ -26,10 +26,7 @@
 // every daemon thread and the client's progress thread sleep (epoll_wait, no system call for
 // 18 s on a daemon), daemons busy-polling do not help, and the call's own state is "request
 // sent, no reply": the exchange waits inside UCX 1.13 (compare rapidsai/ucxx#15, not seen
-// there with UCX 1.14's protocol v2; v2 crashes jobfsd on 1.13). The transport's pings behind
-// unanswered requests (docs/transport.md) end most such waits: no failed run in 26 since,
-// against 15 in 21 before. 3 runs in 26 still stalled, for up to 18 s, so this is still off
-// by default in ad_jobfs.
+// there with UCX 1.14's protocol v2; v2 crashes jobfsd on 1.13). Hence off in ad_jobfs.
 //
 // Thread safety: any thread may call any method; writes from several threads interleave.
 #pragma once

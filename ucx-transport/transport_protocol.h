@@ -9,10 +9,6 @@
 namespace jobfs::transport {
 
 inline constexpr uint16_t kOpHello = 1;
-// Answered by the transport itself, empty. A client sends one on a connection where a request
-// has gone unanswered for a while (Worker::Impl::poke_stalled): with UCX 1.13 over tcp, a
-// rendezvous transfer was seen to wait until more bytes arrived on its connection.
-inline constexpr uint16_t kOpPing = 2;
 inline constexpr uint32_t kProtocolVersion = 1;
 
 // First request on every connection: a peer that skips it, speaks another protocol version or

@@ -42,8 +42,6 @@ namespace {
 constexpr size_t kRndvThreshold = 64 * 1024;
 // Longest sleep of a worker that has connections (see next_timeout_ms).
 constexpr int kIdleTickMs = 100;
-// A request unanswered this long gets a ping behind it on its connection (poke_stalled).
-constexpr milliseconds kPokeAfter{500};
 // A call or an answer that takes longer than this is logged (once, where it ends), with how
 // far it got: the first thing to look at when a job stalls.
 constexpr milliseconds kSlowCall{5000};
@@ -141,7 +139,6 @@ struct EndpointState {
     ucp_ep_h ep = nullptr;
     bool owned = true;      // created by us (connect/accept), so ours to close
     bool closing = false;
-    Clock::time_point poked{};  // last kOpPing sent on it (poke_stalled)
     bool established = false;   // outgoing: hello answered
     bool authenticated = false; // incoming: peer's hello accepted
     bool close_after_reply = false;
@@ -263,8 +260,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     int replies_in_flight = 0; // reply sends UCX has not completed (teardown waits for them)
     int receives_in_flight = 0; // request bulk / message receives UCX has not completed
 
-    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_malformed{0}, st_accepted{0}, st_pokes{0};
-    Clock::time_point next_poke_check{}; // guarded by mu
+    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_malformed{0}, st_accepted{0};
 
     static thread_local Impl* current; // the Impl whose progress thread this is
 
@@ -351,7 +347,6 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     bool run_deferred();
     int next_timeout_ms();
     void expire_deadlines();
-    void poke_stalled();
 
     // -- connections (under mu) --
     Result<std::shared_ptr<EndpointState>> create_ep(ucp_ep_params_t& params, std::string peer, bool outgoing);
@@ -618,7 +613,6 @@ bool Worker::Impl::progress_once() {
     for (int i = 0; i < 64 && ucp_worker_progress(worker) != 0; ++i) busy = true;
     busy |= run_deferred();
     expire_deadlines();
-    poke_stalled();
     return busy;
 }
 
@@ -1073,31 +1067,6 @@ void Worker::Impl::expire_deadlines() {
     }
 }
 
-// A request sent but unanswered for kPokeAfter gets a kOpPing behind it on its connection,
-// once per kPokeAfter and connection. Seen with UCX 1.13 over tcp, more runnable threads than
-// cores, and many rendezvous writes in flight: the daemon had the request's header and waited
-// for its data, the client had handed all of it to UCX, both slept, and the call waited until
-// its 30 s deadline (client/write_behind.h). New bytes on the connection end such a wait.
-void Worker::Impl::poke_stalled() {
-    const auto now = Clock::now();
-    if (calls.empty() || now < next_poke_check) return;
-    next_poke_check = now + kPokeAfter / 4;
-    std::vector<std::shared_ptr<EndpointState>> poke;
-    for (auto& [id, c] : calls) {
-        if (!c->request_sent || c->reply_started || c->outcome || c->opcode == kOpPing || c->opcode == kOpHello)
-            continue;
-        if (now - (c->deadline - c->timeout) < kPokeAfter || now - c->ep->poked < kPokeAfter) continue;
-        c->ep->poked = now;
-        poke.push_back(c->ep);
-    }
-    for (auto& ep : poke) {
-        CallOptions o;
-        o.timeout = kPokeAfter * 4;
-        st_pokes++;
-        start_call(make_call(ep, kOpPing, {}, o, [](Result<Reply>) {}));
-    }
-}
-
 void Worker::Impl::receive_reply_part(uint64_t id, void* desc, void* dst, size_t length) {
     auto it = calls.find(id);
     if (it == calls.end() || it->second->outcome) {
@@ -1259,10 +1228,6 @@ void Worker::Impl::dispatch(const std::shared_ptr<Incoming>& in) {
         in->replied = true;
         return send_reply(in->conn, in->id, in->opcode,
                           Status(Code::permission, "request before hello: connection refused"), {}, {});
-    }
-    if (in->opcode == kOpPing) {
-        in->replied = true;
-        return send_reply(in->conn, in->id, in->opcode, Status::OK(), {}, {});
     }
     auto h = handlers.find(in->opcode);
     if (h == handlers.end()) {
@@ -1543,7 +1508,6 @@ WorkerStats Worker::stats() const {
     s.wakeups = impl_->st_wakeups;
     s.malformed_frames = impl_->st_malformed;
     s.connections_accepted = impl_->st_accepted;
-    s.pings_sent = impl_->st_pokes;
     return s;
 }
 

@@ -159,7 +159,6 @@ struct WorkerStats {
     uint64_t wakeups = 0;          // times the progress thread returned from epoll_wait
     uint64_t malformed_frames = 0; // frames dropped because they failed validation
     uint64_t connections_accepted = 0;
-    uint64_t pings_sent = 0;       // kOpPing behind requests left unanswered (poke_stalled)
 };
 
 class Worker {

@@ -220,27 +220,6 @@ TEST_P(TransportTest, UnansweredCallTimesOutOnTime) {
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after", 2}).ok());
 }
 
-TEST_P(TransportTest, PingIsAnsweredByTheTransport) {
-    auto r = conn.call(jobfs::transport::kOpPing, {}, CallOptions{});
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_TRUE(r->message.empty());
-}
-
-// A request left unanswered gets pings behind it on its connection, every 500 ms (new bytes
-// end a UCX 1.13 rendezvous that waits for them; see Worker::Impl::poke_stalled); they are
-// answered, and the call still ends at its own deadline.
-TEST_P(TransportTest, UnansweredRequestGetsPingsBehindIt) {
-    const uint64_t served_before = server->stats().requests_served;
-    CallOptions o;
-    o.timeout = 1800ms;
-    auto r = rpc::call<Hang>(conn, Empty{}, o);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), Code::timeout);
-    EXPECT_GE(client->stats().pings_sent, 2u);
-    EXPECT_GE(server->stats().requests_served - served_before, 3u) << "the hanging call and at least two pings";
-    EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after", 3}).ok());
-}
-
 TEST_P(TransportTest, ReplyBulkLargerThanBufferIsTooLarge) {
     std::vector<uint8_t> small(1000);
     CallOptions o;
