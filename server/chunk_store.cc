@@ -490,37 +490,37 @@ Status ChunkStore::sync(ChunkId id) {
     return Status::OK();
 }
 
-Status ChunkStore::sync_file(uint64_t ino) {
+Result<std::vector<uint64_t>> ChunkStore::chunk_indexes(uint64_t ino) {
     std::vector<uint64_t> indexes;
     JOBFS_RETURN_IF_ERROR(for_each_chunk_in(impl_->subdir(ino), [&](ChunkId id) {
         if (id.ino == ino) indexes.push_back(id.index);
     }));
-    std::sort(indexes.begin(), indexes.end());
-    // Pass 1 starts writeback (it may find nothing dirty); pass 2 waits for it and commits.
-    // A chunk removed meanwhile (truncate, unlink) has nothing left to make durable.
-    for (int pass = 0; pass < 2; ++pass)
-        for (uint64_t idx : indexes) {
-            const ChunkId id{ino, idx};
-            std::lock_guard lock(impl_->lock_for(id));
-            auto h = impl_->open_chunk(id, false);
-            if (!h.ok()) {
-                if (h.status().code() == Code::not_found) continue;
-                return h.status();
-            }
-            for (int fd : {(*h)->data, (*h)->crc}) {
-                const int rc = pass == 0 ? ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) : ::fdatasync(fd);
-                if (rc != 0) return errno_status("sync chunk " + impl_->path(id));
-            }
-        }
+    return indexes;
+}
+
+Status ChunkStore::sync_file(uint64_t ino) {
+    auto indexes = chunk_indexes(ino);
+    if (!indexes.ok()) return indexes.status();
+    // First start writeback of every chunk (a chunk removed meanwhile has nothing to make
+    // durable), then wait for each with sync(), so the disk sees one stream.
+    for (uint64_t idx : *indexes) {
+        const ChunkId id{ino, idx};
+        std::lock_guard lock(impl_->lock_for(id));
+        auto h = impl_->open_chunk(id, false);
+        if (!h.ok() && h.status().code() == Code::not_found) continue;
+        if (!h.ok()) return h.status();
+        for (int fd : {(*h)->data, (*h)->crc})
+            if (::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+                return errno_status("start writeback of chunk " + impl_->path(id));
+    }
+    for (uint64_t idx : *indexes) JOBFS_RETURN_IF_ERROR(sync(ChunkId{ino, idx}));
     return Status::OK();
 }
 
 Status ChunkStore::remove_file(uint64_t ino) {
-    std::vector<uint64_t> indexes;
-    JOBFS_RETURN_IF_ERROR(for_each_chunk_in(impl_->subdir(ino), [&](ChunkId id) {
-        if (id.ino == ino) indexes.push_back(id.index);
-    }));
-    for (uint64_t idx : indexes) {
+    auto indexes = chunk_indexes(ino);
+    if (!indexes.ok()) return indexes.status();
+    for (uint64_t idx : *indexes) {
         ChunkId id{ino, idx};
         std::lock_guard lock(impl_->lock_for(id));
         impl_->forget(id);

@@ -81,6 +81,8 @@ public:
     Result<std::vector<std::pair<uint64_t, uint64_t>>> extents();
 
     Result<DiskSpace> space();
+    // The indexes of the chunks of a file held here (a scan of its chunk directory).
+    Result<std::vector<uint64_t>> chunk_indexes(uint64_t ino);
     uint64_t chunk_size() const { return chunk_size_; }
 
     struct Impl;
