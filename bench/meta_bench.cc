@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
             return r.ok() || report(r.status());
         });
         double create = run(threads, files, [&](uint64_t i) {
-            auto r = rpc::call<proto::Create>(ep, proto::CreateRequest{cred, parent, "r" + name_of(i), 0644, true, 0, 0});
+            auto r = rpc::call<proto::Create>(ep, proto::CreateRequest{cred, parent, "r" + name_of(i), 0644, true, 0, 0, 0, 0, {}});
             return r.ok() || report(r.status());
         });
         double lookup = run(threads, files, [&](uint64_t i) {

@@ -429,18 +429,40 @@ Result<proto::ChainTable> Client::chain_table() {
 // ---- files ----------------------------------------------------------------------------------
 
 Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, uint32_t mode, const Layout& layout) {
+    return open_or_create(path, flags, mode, layout, nullptr);
+}
+
+Result<std::unique_ptr<File>> Client::create(const std::string& path, int flags, uint32_t mode, const NewFile& init,
+                                             const Layout& layout) {
+    if ((flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL) || (flags & O_ACCMODE) == O_RDONLY)
+        return Status(Code::invalid, "create " + path + ": needs O_CREAT | O_EXCL and a writable mode");
+    return open_or_create(path, flags, mode, layout, &init);
+}
+
+Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, int flags, uint32_t mode,
+                                                     const Layout& layout, const NewFile* init) {
     Result<proto::Attr> a = Status(Code::internal, "unset");
     if (flags & O_CREAT) {
+        proto::CreateRequest req;
+        req.cred = cred_;
+        req.mode = mode;
+        req.exclusive = (flags & O_EXCL) != 0;
+        req.chunk_size = static_cast<uint32_t>(layout.chunk_size);
+        req.stripe_count = layout.stripe_count;
+        req.replicas = layout.replicas;
+        if (init) {
+            req.size = init->size;
+            for (const auto& [n, v] : init->xattrs) req.xattrs.push_back(proto::XattrPair{n, v});
+        }
         a = in_parent(path, [&](uint64_t dir, const std::string& name) {
-            return meta_call<proto::Create>(*io_, dir,
-                                            proto::CreateRequest{cred_, dir, name, mode, (flags & O_EXCL) != 0,
-                                                                 static_cast<uint32_t>(layout.chunk_size),
-                                                                 layout.stripe_count, layout.replicas});
+            req.parent = dir;
+            req.name = name;
+            return meta_call<proto::Create>(*io_, dir, req);
         });
     } else {
         a = walk(path, true);
     }
-    if (!a.ok()) return with_path(a.status(), "open", path);
+    if (!a.ok()) return with_path(a.status(), init ? "create" : "open", path);
     // Directories are listed, never opened: their inode has no chunks to read.
     if (a->type == 2) return Status(Code::is_dir, "open " + path + ": is a directory");
     auto f = std::make_unique<File>();
@@ -448,6 +470,7 @@ Result<std::unique_ptr<File>> Client::open(const std::string& path, int flags, u
     f->layout = Layout{a->chunk_size ? a->chunk_size : 4ull << 20, a->stripe_count, a->replicas};
     f->flags = flags;
     f->size_at_open.store(a->size);
+    if (init) f->created_size.store(a->size);
     if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && a->size > 0) {
         proto::SetattrRequest req;
         req.cred = cred_;
@@ -491,6 +514,8 @@ Result<size_t> Client::pread(File& f, uint64_t offset, std::span<uint8_t> out) {
 
 Status Client::settle_size(File& f) {
     if (!f.dirty.exchange(false)) return Status::OK();
+    // (A write that sets dirty raised high_water first: what dirty showed is in this load.)
+    if (f.high_water.load() <= f.created_size.load()) return Status::OK();
     // Visible through size() until the daemon's answer is: reads of this handle never miss
     // its own bytes meanwhile.
     raise(f.settling, f.high_water.load());
@@ -565,6 +590,7 @@ Status Client::ftruncate(File& f, uint64_t size) {
     while (hw > size && !f.high_water.compare_exchange_weak(hw, size)) {
     }
     f.size_at_open.store(size);
+    f.created_size.store(0); // writes below the old length settle again
     return Status::OK();
 }
 

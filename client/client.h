@@ -49,6 +49,12 @@ struct ClientOptions {
     size_t write_behind_bytes = 0;
 };
 
+// What Client::create sets on the file it makes, in the metadata call that makes it.
+struct NewFile {
+    uint64_t size = 0;  // the file's size from the start (a hole until written)
+    std::vector<std::pair<std::string, std::string>> xattrs;  // extended attributes (setxattr's rules)
+};
+
 // An open file. Obtained from Client::open, ended with Client::close.
 struct File {
     uint64_t ino = 0;
@@ -63,6 +69,10 @@ struct File {
     std::atomic<uint64_t> high_water{0};
     std::atomic<uint64_t> settling{0};
     std::atomic<bool> dirty{false};       // written since the size was last settled
+    // Client::create made the file this long: writes that end within it settle nothing (as if
+    // the file had been written within its length from the start). 0 otherwise, and after
+    // this handle's ftruncate.
+    std::atomic<uint64_t> created_size{0};
     bool closed = false;                  // Client::close ran (a second close is a no-op)
     std::shared_ptr<WriteBehind> write_behind;  // set when writes are buffered (write_behind_bytes)
     uint64_t size() const { return std::max({size_at_open.load(), high_water.load(), settling.load()}); }
@@ -114,6 +124,12 @@ public:
     // refused (is_dir): list() reads it.
     Result<std::unique_ptr<File>> open(const std::string& path, int flags, uint32_t mode = 0644,
                                        const Layout& layout = {0, 0});
+    // Creates path exclusively (flags must hold O_CREAT | O_EXCL and allow writing) with
+    // init's size and extended attributes set in the same metadata call, atomically: no
+    // ftruncate or setxattr call follows, and a close after writes within that size has no
+    // size to settle (jobfs stage-in: one call each per object, not three).
+    Result<std::unique_ptr<File>> create(const std::string& path, int flags, uint32_t mode, const NewFile& init,
+                                         const Layout& layout = {0, 0});
     Status pwrite(File& f, uint64_t offset, std::span<const uint8_t> data);
     Result<size_t> pread(File& f, uint64_t offset, std::span<uint8_t> out);
     Status fsync(File& f);  // data durable on the daemons, size settled
@@ -143,6 +159,9 @@ private:
     Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path, bool* cached = nullptr,
                                                        bool use_cache = true);
     Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0, bool use_cache = true);
+    // open(), and create() when init is given.
+    Result<std::unique_ptr<File>> open_or_create(const std::string& path, int flags, uint32_t mode,
+                                                 const Layout& layout, const NewFile* init);
     // Runs op(parent ino, name) in path's parent directory; when that came from the cache and
     // op finds it gone (not_found, not_dir), forgets it and runs op once more from a fresh walk.
     template <class Op>

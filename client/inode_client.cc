@@ -289,7 +289,7 @@ Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(cons
                                                                             const std::string& name, uint32_t mode,
                                                                             int flags) {
     auto a = meta_call<proto::Create>(*io_, parent,
-                                      proto::CreateRequest{cred, parent, name, mode, (flags & O_EXCL) != 0, 0, 0});
+                                      proto::CreateRequest{cred, parent, name, mode, (flags & O_EXCL) != 0, 0, 0, 0, 0, {}});
     if (!a.ok()) return a.status();
     if (a->type != 1) return Status(Code::invalid, "'" + name + "' is not a regular file");
     if ((flags & O_TRUNC) && writable(flags)) {

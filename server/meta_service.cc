@@ -314,8 +314,10 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     });
     serve_on_pool<proto::Create>(w, pool, [im](const proto::CreateRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
+        NewFile init{r.size, {}};
+        for (const auto& x : r.xattrs) init.xattrs.emplace_back(x.name, x.value);
         return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
-                                  Layout{r.chunk_size, r.stripe_count, r.replicas}));
+                                  Layout{r.chunk_size, r.stripe_count, r.replicas}, init));
     });
     serve_on_pool<proto::Mkdir>(w, *cpool, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);

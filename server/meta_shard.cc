@@ -655,7 +655,10 @@ struct MetaShard::Impl {
 
     // ---- operations -----------------------------------------------------------------------
     Result<Attr> do_create(const Cred& cred, uint64_t parent, const std::string& name,
-                           uint32_t mode, bool exclusive, Layout layout) {
+                           uint32_t mode, bool exclusive, Layout layout, const NewFile& init) {
+        if (!exclusive && (init.size != 0 || !init.xattrs.empty()))
+            return fail(Code::invalid, "size and attributes at create need an exclusive create");
+        if (init.size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
         auto dir = dir_for_name(cred, parent, name);
         if (!dir.ok()) return dir;
         auto existing = find_dentry(parent, name);
@@ -676,9 +679,12 @@ struct MetaShard::Impl {
                          : dir->stripe_count ? dir->stripe_count
                                              : default_stripe_count;
         a.replicas = layout.replicas ? layout.replicas : dir->replicas ? dir->replicas : default_replicas;
+        a.size = init.size;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
         JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
-        return a;
+        if (init.xattrs.empty()) return a;
+        for (const auto& [n, v] : init.xattrs) JOBFS_RETURN_IF_ERROR(do_setxattr(cred, a.ino, n, v, 0));
+        return load_inode(a.ino);
     }
 
     // Checks shared by mkdir, symlink and link: the name is free and the directory writable
@@ -1570,9 +1576,9 @@ Result<DirEntry> MetaShard::lookup_dentry(const Cred& cred, uint64_t parent, con
 }
 
 Result<Attr> MetaShard::create(const Cred& cred, uint64_t parent, const std::string& name,
-                               uint32_t mode, bool exclusive, Layout layout) {
+                               uint32_t mode, bool exclusive, Layout layout, const NewFile& init) {
     JOBFS_META_OP("create " + in(name, parent));
-    return impl_->transact([&] { return impl_->do_create(cred, parent, name, mode, exclusive, layout); });
+    return impl_->transact([&] { return impl_->do_create(cred, parent, name, mode, exclusive, layout, init); });
 }
 
 Result<Attr> MetaShard::mkdir(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode) {

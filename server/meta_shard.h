@@ -97,6 +97,13 @@ struct Layout {
     uint32_t replicas = 0;
 };
 
+// What an exclusive create sets on the file it makes, in its transaction: the size (a hole
+// until written) and extended attributes (checked as setxattr checks them).
+struct NewFile {
+    uint64_t size = 0;
+    std::vector<std::pair<std::string, std::string>> xattrs;
+};
+
 struct Attr {
     uint64_t ino = 0;
     FileType type = FileType::regular;
@@ -213,9 +220,10 @@ public:
     Result<Attr> lookup(const Cred& cred, uint64_t parent, const std::string& name);
     // Regular file. If the name exists: exclusive → exists; otherwise the existing file's
     // attributes (a directory → is_dir). Layout fields of 0 come from the parent directory's,
-    // then from the defaults (4 MiB chunks, all daemons).
+    // then from the defaults (4 MiB chunks, all daemons). `init` (exclusive only) is applied to
+    // the new file; any part of it failing fails the create.
     Result<Attr> create(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode,
-                        bool exclusive, Layout layout = {});
+                        bool exclusive, Layout layout = {}, const NewFile& init = {});
     // New directories inherit the parent's default layout (and its setgid bit).
     Result<Attr> mkdir(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode);
     Result<Attr> symlink(const Cred& cred, uint64_t parent, const std::string& name,

@@ -262,6 +262,14 @@ struct NameRequest {
     JOBFS_FIELDS(cred, parent, name)
 };
 
+struct XattrPair {
+    std::string name;
+    std::string value;
+    JOBFS_FIELDS(name, value)
+};
+// `size` and `xattrs` are set on a file this call creates, in the same transaction (an
+// exclusive create only: jobfs stage-in makes each file with its final size and ETag, so no
+// ftruncate, setxattr or size settle follows). A bad attribute fails the create.
 struct CreateRequest {
     Cred cred;
     uint64_t parent = 0;
@@ -271,7 +279,9 @@ struct CreateRequest {
     uint32_t chunk_size = 0;   // 0: the directory's default
     uint32_t stripe_count = 0; // 0: the directory's default
     uint32_t replicas = 0;     // 0: the directory's default
-    JOBFS_FIELDS(cred, parent, name, mode, exclusive, chunk_size, stripe_count, replicas)
+    uint64_t size = 0;
+    std::vector<XattrPair> xattrs;
+    JOBFS_FIELDS(cred, parent, name, mode, exclusive, chunk_size, stripe_count, replicas, size, xattrs)
 };
 
 struct MkdirRequest {

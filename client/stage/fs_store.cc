@@ -37,7 +37,8 @@ std::string parent_of(const std::string& p) {
 
 class LocalWrite : public WriteHandle {
 public:
-    LocalWrite(int fd, std::string tmp, std::string final) : fd_(fd), tmp_(std::move(tmp)), final_(std::move(final)) {}
+    LocalWrite(int fd, std::string tmp, std::string final, std::string etag)
+        : fd_(fd), tmp_(std::move(tmp)), final_(std::move(final)), etag_(std::move(etag)) {}
     ~LocalWrite() override { discard(); }
     Status pwrite(uint64_t offset, std::span<const uint8_t> data) override {
         size_t done = 0;
@@ -51,9 +52,9 @@ public:
         }
         return Status::OK();
     }
-    Status commit(const std::string& etag) override {
+    Status commit() override {
         // A file system without user xattrs only loses resume (the file is copied again).
-        (void)fsetxattr(fd_, kEtagXattr, etag.data(), etag.size(), 0);
+        if (!etag_.empty()) (void)fsetxattr(fd_, kEtagXattr, etag_.data(), etag_.size(), 0);
         if (::close(fd_) != 0) {
             fd_ = -1;
             return Status::from_errno(errno, "close " + tmp_);
@@ -72,7 +73,7 @@ public:
 
 private:
     int fd_;
-    std::string tmp_, final_;
+    std::string tmp_, final_, etag_;
 };
 
 class LocalRead : public ReadHandle {
@@ -133,11 +134,11 @@ public:
         ssize_t n = ::getxattr(path.c_str(), kEtagXattr, buf, sizeof buf);
         return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
     }
-    Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t) override {
+    Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t, const std::string& etag) override {
         const std::string tmp = temp_name(path);
         int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0) return Status::from_errno(errno, "create " + tmp);
-        return std::unique_ptr<WriteHandle>(new LocalWrite(fd, tmp, path));
+        return std::unique_ptr<WriteHandle>(new LocalWrite(fd, tmp, path, etag));
     }
     Result<std::unique_ptr<ReadHandle>> open(const std::string& path) override {
         int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -181,12 +182,9 @@ public:
         Status s = c_.pwrite(*f_, offset, data);
         return s.ok() ? s : s.with_context("write jobfs:" + tmp_);
     }
-    Status commit(const std::string& etag) override {
-        // By the handle: no lookup of the temporary name (one metadata call less per object).
-        if (!etag.empty()) {
-            Status s = c_.fsetxattr(*f_, kEtagXattr, etag);
-            if (!s.ok()) return s.with_context("setxattr jobfs:" + tmp_);
-        }
+    Status commit() override {
+        // The size and ETag came with the create: the close settles nothing, one call less
+        // per object, and the rename is the only metadata call after the data.
         Status s = c_.close(*f_);
         if (!s.ok()) return s.with_context("close jobfs:" + tmp_);
         s = c_.rename(tmp_, final_);
@@ -264,9 +262,11 @@ public:
         auto v = c_->getxattr(path, kEtagXattr);
         return v.ok() ? *v : "";
     }
-    Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t) override {
+    Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t size, const std::string& etag) override {
         const std::string tmp = temp_name(path);
-        auto f = c_->open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        client::NewFile init{size, {}};
+        if (!etag.empty()) init.xattrs.emplace_back(kEtagXattr, etag);
+        auto f = c_->create(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, init);
         if (!f.ok()) return f.status();
         return std::unique_ptr<WriteHandle>(new JobfsWrite(*c_, std::move(*f), tmp, path));
     }
@@ -299,10 +299,10 @@ private:
 } // namespace
 
 Status FileStore::write_file(const std::string& path, const std::string& data) {
-    auto w = create(path, data.size());
+    auto w = create(path, data.size(), "");
     if (!w.ok()) return w.status();
     JOBFS_RETURN_IF_ERROR((*w)->pwrite(0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size())));
-    return (*w)->commit("");
+    return (*w)->commit();
 }
 
 std::unique_ptr<FileStore> fs_store_local() { return std::make_unique<LocalStore>(); }

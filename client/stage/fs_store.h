@@ -32,8 +32,8 @@ class WriteHandle {
 public:
     virtual ~WriteHandle() = default;
     virtual Status pwrite(uint64_t offset, std::span<const uint8_t> data) = 0;
-    // Records etag, closes and renames onto the final name.
-    virtual Status commit(const std::string& etag) = 0;
+    // Closes and renames onto the final name (with the ETag given to create recorded).
+    virtual Status commit() = 0;
     // Closes and removes the temporary file (after a failure).
     virtual void discard() = 0;
 };
@@ -58,7 +58,10 @@ public:
     virtual Result<std::vector<std::string>> names(const std::string& dir) = 0;
     // The ETag recorded by a finished copy, or "" when there is none.
     virtual std::string recorded_etag(const std::string& path) = 0;
-    virtual Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t size) = 0;
+    // A temporary file beside path, of `size` bytes once written, that commit() puts in place
+    // with etag ("" for none) recorded on it (recorded_etag).
+    virtual Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t size,
+                                                       const std::string& etag) = 0;
     virtual Result<std::unique_ptr<ReadHandle>> open(const std::string& path) = 0;
     // Writes a small file whole (the manifest), through a temporary name.
     Status write_file(const std::string& path, const std::string& data);

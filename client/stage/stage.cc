@@ -236,10 +236,10 @@ void get_small(Run& r, Writer& w, Item& it) {
     r.succeeded();
     auto body = std::make_shared<std::string>(std::move(data));
     w.add(it.size, [&r, &it, body] {
-        auto f = r.fs->create(it.path, it.size);
+        auto f = r.fs->create(it.path, it.size, it.etag);
         if (!f.ok()) return r.fail(it, f.status());
         Status s = body->empty() ? Status::OK() : (*f)->pwrite(0, bytes_of(*body));
-        if (s.ok()) s = (*f)->commit(it.etag);
+        if (s.ok()) s = (*f)->commit();
         if (!s.ok()) {
             (*f)->discard();
             return r.fail(it, s);
@@ -293,7 +293,7 @@ void get_part_done(Run& r, const std::shared_ptr<Multi>& m) {
     if (--m->left != 0) return;
     Item& it = *m->item;
     if (m->bad) return m->out->discard();
-    Status s = m->out->commit(it.etag);
+    Status s = m->out->commit();
     if (!s.ok()) return r.fail(it, s);
     ++r.counters.objects_done;
 }
@@ -630,7 +630,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
                 { r.fail(*it, Status(Code::too_large, "more than 10000 parts: use a larger --part-size")); continue; }
             m->left = m->parts;
             if (o.in) {
-                auto w = r.fs->create(it->path, it->size);
+                auto w = r.fs->create(it->path, it->size, it->etag);
                 if (!w.ok()) { r.fail(*it, w.status()); continue; }
                 m->out = std::move(*w);
             } else {

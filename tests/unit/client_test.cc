@@ -160,6 +160,45 @@ TEST_F(ClientTest, FsetxattrSetsTheOpenFilesAttribute) {
     EXPECT_EQ(client->stat("/final")->size, 1000u);
 }
 
+// Client::create sets the size and attributes with the file (jobfs stage-in's temporary
+// files): writes within that size settle nothing, and after the handle's own ftruncate they
+// settle again.
+TEST_F(ClientTest, CreateWithSizeAndXattrsNeedsNoSettle) {
+    auto f = client->create("/made", O_WRONLY | O_CREAT | O_EXCL, 0644, NewFile{3000, {{"user.etag", "e1"}}});
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(client->stat("/made")->size, 3000u);  // before any write: a hole
+    EXPECT_EQ(*client->getxattr("/made", "user.etag"), "e1");
+    ASSERT_TRUE(client->pwrite(**f, 0, pattern(3000, 5)).ok());
+    ASSERT_TRUE(client->close(**f).ok());
+    auto r = client->open("/made", O_RDONLY);
+    ASSERT_TRUE(r.ok());
+    std::vector<uint8_t> back(4000);
+    auto n = client->pread(**r, 0, back);
+    ASSERT_TRUE(n.ok());
+    ASSERT_EQ(*n, 3000u);
+    back.resize(3000);
+    EXPECT_EQ(back, pattern(3000, 5));
+    ASSERT_TRUE(client->close(**r).ok());
+
+    // Past the created size, or after a cut by this handle, writes settle as any do.
+    auto g = client->create("/cut", O_RDWR | O_CREAT | O_EXCL, 0644, NewFile{1000, {}});
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(client->ftruncate(**g, 10).ok());
+    ASSERT_TRUE(client->pwrite(**g, 500, pattern(100, 6)).ok());
+    ASSERT_TRUE(client->close(**g).ok());
+    EXPECT_EQ(client->stat("/cut")->size, 600u);
+    auto h = client->create("/longer", O_WRONLY | O_CREAT | O_EXCL, 0644, NewFile{100, {}});
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(client->pwrite(**h, 0, pattern(150, 7)).ok());
+    ASSERT_TRUE(client->close(**h).ok());
+    EXPECT_EQ(client->stat("/longer")->size, 150u);
+
+    // Refused without O_EXCL (an existing file would not get them) or for reading only.
+    EXPECT_EQ(client->create("/made", O_WRONLY | O_CREAT, 0644, NewFile{1, {}}).status().code(), Code::invalid);
+    EXPECT_EQ(client->create("/x", O_RDONLY | O_CREAT | O_EXCL, 0644, NewFile{1, {}}).status().code(), Code::invalid);
+    EXPECT_EQ(client->create("/made", O_WRONLY | O_CREAT | O_EXCL, 0644, NewFile{1, {}}).status().code(), Code::exists);
+}
+
 // Two handles, as two MPI ranks have (ROMIO's misc test): what one settled and another cut
 // must not come back from the first handle's older writes, and a reader sees what another
 // handle settled after it opened.

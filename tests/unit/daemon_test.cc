@@ -144,7 +144,7 @@ TEST_F(DaemonTest, NamespaceSpreadsOverTheDaemons) {
         ASSERT_TRUE(d.ok()) << d.status().to_string();
         shards.insert(proto::shard_of(d->ino));
         auto f = rpc::call<proto::Create>(eps[proto::shard_of(d->ino)],
-                                          proto::CreateRequest{root, d->ino, "f", 0644, true, 0, 0});
+                                          proto::CreateRequest{root, d->ino, "f", 0644, true, 0, 0, 0, 0, {}});
         ASSERT_TRUE(f.ok()) << f.status().to_string();
         auto back = rpc::call<proto::Lookup>(eps[0], proto::NameRequest{root, 1, "d" + std::to_string(i)});
         ASSERT_TRUE(back.ok()) << back.status().to_string();

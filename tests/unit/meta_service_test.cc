@@ -104,7 +104,7 @@ protected:
         return rpc::call<proto::Mkdir>(at(parent), proto::MkdirRequest{cred, parent, name, mode});
     }
     Result<proto::Attr> create(uint64_t parent, const std::string& name, proto::Cred cred = kRoot) {
-        return rpc::call<proto::Create>(at(parent), proto::CreateRequest{cred, parent, name, 0644, true, 0, 0});
+        return rpc::call<proto::Create>(at(parent), proto::CreateRequest{cred, parent, name, 0644, true, 0, 0, 0, 0, {}});
     }
     Result<proto::Attr> lookup(uint64_t parent, const std::string& name, proto::Cred cred = kRoot) {
         return rpc::call<proto::Lookup>(at(parent), proto::NameRequest{cred, parent, name});

@@ -213,6 +213,26 @@ TEST_F(MetaShardTest, CreateExistingExclusiveOrNot) {
     EXPECT_EQ(code(m().symlink(kRoot, kRootIno, "d", "x")), Code::exists);
 }
 
+// jobfs stage-in makes each file with its final size and ETag in one call: all of it or none.
+TEST_F(MetaShardTest, ExclusiveCreateSetsSizeAndXattrsAtomically) {
+    NewFile init{65536, {{"user.jobfs.stage.etag", "abc"}, {"user.other", "x"}}};
+    auto f = m().create(kRoot, kRootIno, "f", 0644, true, {}, init);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(f->size, 65536u);
+    EXPECT_EQ(attr(f->ino).size, 65536u);
+    EXPECT_EQ(*m().getxattr(kRoot, f->ino, "user.jobfs.stage.etag"), "abc");
+    EXPECT_EQ(*m().getxattr(kRoot, f->ino, "user.other"), "x");
+    // Only for a file the call makes: an open of an existing one would silently skip them.
+    auto again = m().create(kRoot, kRootIno, "f", 0644, false, {}, init);
+    EXPECT_EQ(code(again), Code::invalid);
+    // A bad attribute fails the create, and nothing of it remains.
+    auto bad = m().create(kRoot, kRootIno, "g", 0644, true, {}, NewFile{10, {{"system.posix_acl_access", "x"}}});
+    EXPECT_EQ(code(bad), Code::unsupported);
+    auto big = m().create(kRoot, kRootIno, "h", 0644, true, {}, NewFile{uint64_t(INT64_MAX) + 1, {}});
+    EXPECT_EQ(code(big), Code::too_large);
+    EXPECT_EQ(names(kRootIno), std::vector<std::string>{"f"});
+}
+
 TEST_F(MetaShardTest, MissingParentsAndWrongTypes) {
     uint64_t f = create(kRootIno, "f");
     EXPECT_EQ(code(m().lookup(kRoot, kRootIno, "nope")), Code::not_found);
