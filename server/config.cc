@@ -52,6 +52,7 @@ struct Table {
             ("cluster-file", po::value(&c.cluster_file), "rank 0 writes the cluster descriptor for clients here once the group is ready")
             ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads), "threads for disk and metadata work")
             ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
+            ("nice", po::value(&c.nice)->default_value(c.nice), "CPU priority of the daemon (-20 to 19): ahead of MPI ranks that busy-wait (a negative value needs root)")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
             ("startup-timeout-ms", po::value(&startup_timeout_ms)->default_value(startup_timeout_ms), "how long to wait for the whole group at start")
             ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "milliseconds between heartbeats to each peer daemon")
@@ -93,6 +94,7 @@ struct Table {
             return Status(Code::invalid, "rank " + std::to_string(c.rank) + " is past the " +
                                              std::to_string(c.daemons.size()) + " daemons listed");
         if (c.io_threads == 0 || c.io_threads > 256) return Status(Code::invalid, "io-threads must be 1 to 256");
+        if (c.nice < -20 || c.nice > 19) return Status(Code::invalid, "nice must be -20 to 19");
         if (c.log_level != "error" && c.log_level != "warn" && c.log_level != "info" && c.log_level != "debug")
             return Status(Code::invalid, "log-level must be error, warn, info or debug");
         return Status::OK();

@@ -29,6 +29,7 @@ struct DaemonConfig {
     std::string cluster_file;           // cluster-file: rank 0 writes the client descriptor here
     uint32_t io_threads = 4;            // io-threads: threads doing disk and SQLite work
     uint32_t busy_poll_us = 0;          // busy-poll-us: transport polling after activity
+    int nice = -10;                     // nice: CPU priority of the daemon's threads (priority.h)
     std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms
     std::chrono::milliseconds startup_timeout{60000}; // startup-timeout-ms: wait for the group
     std::chrono::milliseconds heartbeat{200};          // heartbeat-ms: between heartbeats to each peer

@@ -156,6 +156,18 @@ TEST(Config, RefusesBadValues) {
     EXPECT_NE(msg({"--data-dir", "/d", "--bootstrap", "dns"}).find("bootstrap"), std::string::npos);
     EXPECT_EQ(parse({"--data-dir", "/d", "--daemons", "a:1", "--port", "99999"}).status().code(), Code::invalid);
     EXPECT_EQ(parse({"--bogus"}).status().code(), Code::invalid);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--nice", "-21"}).find("nice must be -20 to 19"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--nice", "20"}).find("nice must be -20 to 19"), std::string::npos);
+}
+
+TEST(Config, NiceRunsTheDaemonAheadOfTheJobByDefault) {
+    auto c = parse({"--data-dir", "/d", "--daemons", "a:1"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->nice, -10);
+    ConfFile f("nice = 3\n");
+    auto d = parse({"--config", f.path(), "--data-dir", "/d", "--daemons", "a:1"});
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_EQ(d->nice, 3);
 }
 
 TEST(Config, PmixNeedsNoDaemonList) {
@@ -196,7 +208,7 @@ TEST(Config, HelpListsEveryOption) {
     std::vector<const char*> argv{"jobfsd", "--help"};
     auto c = parse_daemon_config(2, argv.data(), &help);
     ASSERT_TRUE(c.ok());
-    for (const char* opt : {"--data-dir", "--chunk-size", "--replicas", "--daemons", "--secret-file", "--bootstrap", "--cluster-file"})
+    for (const char* opt : {"--data-dir", "--chunk-size", "--replicas", "--daemons", "--secret-file", "--bootstrap", "--cluster-file", "--nice"})
         EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 

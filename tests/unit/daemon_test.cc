@@ -339,6 +339,34 @@ TEST_F(DaemonTest, DaemonsUseNoCpuAtRestAndReportTheirRss) {
     }
 }
 
+// The nice value of every thread of a process (field 19 of /proc/PID/task/TID/stat).
+std::vector<int> thread_nice_values(pid_t pid) {
+    std::vector<int> out;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+        std::ifstream f(t.path() / "stat");
+        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const size_t paren = all.rfind(')');
+        if (paren == std::string::npos) continue; // the thread ended meanwhile
+        std::istringstream in(all.substr(paren + 2));
+        std::vector<std::string> fields; // from field 3 (state) on
+        for (std::string x; in >> x;) fields.push_back(x);
+        if (fields.size() > 16) out.push_back(std::stoi(fields[16]));
+    }
+    return out;
+}
+
+// The daemons run ahead of MPI ranks that busy-wait (server/priority.h): every thread, the
+// transport's and the pool's too, at the configured nice value.
+TEST_F(DaemonTest, EveryThreadRunsAtTheConfiguredNiceValue) {
+    if (::geteuid() != 0) GTEST_SKIP() << "a negative nice value needs root";
+    for (int r = 0; r < kDaemons; ++r) start(r, 20000, r == 0 ? std::vector<std::string>{"--nice", "-7"} : std::vector<std::string>{});
+    for (int r = 0; r < kDaemons; ++r) expect_ready(r);
+    auto nice0 = thread_nice_values(daemons[0]->pid()), nice1 = thread_nice_values(daemons[1]->pid());
+    ASSERT_GT(nice0.size(), 3u); // main, transport, pool, ...
+    for (int n : nice0) EXPECT_EQ(n, -7);
+    for (int n : nice1) EXPECT_EQ(n, -10); // the default
+}
+
 TEST_F(DaemonTest, KilledDaemonGivesPromptErrorsOthersServe) {
     start_all();
     auto c = client();
