@@ -20,13 +20,13 @@
 //
 // How: each write is copied and handed to a pool of writer threads (shared by the files of a
 // client), which send it with FileIO's pwrite, so several pieces are on their way at once.
-// Known problem: with more runnable threads than cores (four MPI ranks busy-polling two
-// cores, or four `jobfs ckpt` processes next to three threads spinning on sched_yield) a chunk
-// write has gone unanswered for 6-28 s, sometimes until its 30 s deadline. During such a stall
-// every daemon thread and the client's progress thread sleep (epoll_wait, no system call for
-// 18 s on a daemon), daemons busy-polling do not help, and the call's own state is "request
-// sent, no reply": the exchange waits inside UCX 1.13 (compare rapidsai/ucxx#15, not seen
-// there with UCX 1.14's protocol v2; v2 crashes jobfsd on 1.13). Hence off in ad_jobfs.
+// Stalls seen before jobfsd ran at nice -10: with more runnable threads than cores (four MPI
+// ranks busy-polling two cores) a chunk write went unanswered for 6-28 s, sometimes until its
+// 30 s deadline. It looked like a UCX hang but was the scheduler: the ranks spun in
+// sched_yield() at 100% system time while the daemons' runnable threads got no CPU (see
+// server/priority.h). At nice -10, 4 ranks with 64 MiB of write behind wrote 1 GiB at
+// 718-832 MB/s in 5 of 5 runs (463-784 without write behind). ad_jobfs leaves it off by default
+// still, so that a failed write is reported by the MPI call that made it.
 //
 // Thread safety: any thread may call any method; writes from several threads interleave.
 #pragma once

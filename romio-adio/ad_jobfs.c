@@ -106,10 +106,10 @@ static int conn_acquire(jobfs_t **out, const char **msg)
                    "daemons (jobfs local up prints it; jobs started with --jobfs have it)";
             return -ENOENT;
         }
-        /* JOBFS_WRITE_BEHIND_MIB is left to the user (libjobfs reads it here). It would be
-         * safe for MPI-IO semantics (writes are settled by MPI_File_sync and close), but with
-         * more ranks than cores the ranks spin in MPI's progress while the writer threads
-         * need the cores, and queues at the daemons grow (ad_jobfs(7)): not on by default. */
+        /* JOBFS_WRITE_BEHIND_MIB is left to the user (libjobfs reads it here). It keeps
+         * MPI-IO's semantics (writes are settled by MPI_File_sync and close) and writes about
+         * 15% faster, but a failed write would then be reported by a later call than the one
+         * that made it (ad_jobfs(7)): not on by default. */
         int rc = jobfs_connect(NULL, &jobfs_conn);
         if (rc < 0) {
             jobfs_conn = NULL;
