@@ -544,6 +544,11 @@ Status Client::fsync(File& f) {
     return settle_size(f);
 }
 
+Status Client::flush(File& f) {
+    if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush());
+    return settle_size(f);
+}
+
 Status Client::close(File& f) {
     if (f.closed) return Status::OK();
     f.closed = true;

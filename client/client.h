@@ -133,6 +133,9 @@ public:
     Status pwrite(File& f, uint64_t offset, std::span<const uint8_t> data);
     Result<size_t> pread(File& f, uint64_t offset, std::span<uint8_t> out);
     Status fsync(File& f);  // data durable on the daemons, size settled
+    // Writes made so far visible to every client: buffered ones (write behind) on the daemons,
+    // the size settled; nothing forced to disk (MPI-IO's atomic mode).
+    Status flush(File& f);
     Status close(File& f);  // size settled
     // The inode's attributes with the size as this handle sees it: the settled size, or more
     // if this handle wrote past it (unsettled writes of other clients show after their fsync

@@ -117,6 +117,10 @@ ssize_t jobfs_pread(jobfs_file_t *f, void *buf, size_t count, uint64_t offset);
 ssize_t jobfs_pwrite(jobfs_file_t *f, const void *buf, size_t count, uint64_t offset);
 /* Makes the data written so far durable on the daemons and settles the file's length. */
 int jobfs_fsync(jobfs_file_t *f);
+/* Makes this handle's writes so far visible to every client, without forcing them to disk:
+ * writes still on their way (write behind, JOBFS_WRITE_BEHIND_MIB) are waited for, and the
+ * file's length is settled. A write-behind failure is returned here. */
+int jobfs_flush(jobfs_file_t *f);
 /* Attributes of the open file; st_size includes this handle's unsettled writes. */
 int jobfs_fstat(jobfs_file_t *f, struct stat *st);
 /* Sets the length of a file open for writing; a shorter one drops the data past it. */

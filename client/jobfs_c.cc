@@ -278,6 +278,14 @@ int jobfs_fsync(jobfs_file_t* f) {
     });
 }
 
+int jobfs_flush(jobfs_file_t* f) {
+    return guarded("flush", [&]() -> int {
+        JOBFS_CHECK_ARG(f, "flush", "NULL file");
+        Status s = f->fs->client->flush(*f->file);
+        return s.ok() ? 0 : fail(s.with_context("flush"));
+    });
+}
+
 int jobfs_fstat(jobfs_file_t* f, struct stat* st) {
     return guarded("fstat", [&]() -> int {
         JOBFS_CHECK_ARG(f && st, "fstat", "NULL argument");

@@ -369,6 +369,12 @@ void ADIOI_JOBFS_WriteContig(ADIO_File fd, const void *buf, int count, MPI_Datat
     if (len > 0) {
         ADIOI_JOBFS_Atomic_begin(fd);
         ssize_t n = jobfs_pwrite(fd->fs_ptr, buf, (size_t)len, (uint64_t)offset);
+        /* Atomic mode: the write is whole for every reader once the mutex is let go, also
+         * with write behind, and so is the length it gives the file. */
+        if (n >= 0 && fd->atomicity) {
+            int rc = jobfs_flush(fd->fs_ptr);
+            if (rc < 0) n = rc;
+        }
         ADIOI_JOBFS_Atomic_end(fd);
         TRACE("write %s off=%lld len=%lld -> %lld", fd->filename, (long long)offset,
               (long long)len, (long long)n);

@@ -75,6 +75,8 @@ mpi size jobfs:/romio/size
 check "size: jobfs stat gives 100 bytes" sh -c "'$JOBFS' stat /romio/size | grep -q 'size: 100\$'"
 mpi excl jobfs:/romio/atall
 mpi atomic jobfs:/romio/atomic
+# With write behind, a write in atomic mode is on the daemons before the mutex is let go.
+(JOBFS_WRITE_BEHIND_MIB=64; export JOBFS_WRITE_BEHIND_MIB; mpi atomic jobfs:/romio/atomic-wb)
 # Ranks that wait yield the CPU to the daemons on their node while a jobfs file is open. Open
 # MPI yields by itself only when oversubscribed: its setting is made "no" here, whatever the
 # host's core count.

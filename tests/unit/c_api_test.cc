@@ -272,6 +272,32 @@ TEST_F(CApiTest, SizeIsSettledAtCloseAndSeenThroughOtherHandles) {
     EXPECT_EQ(jobfs_close(r), 0);
 }
 
+// jobfs_flush: another connection sees the writes and their length, also those that were
+// still on their way (write behind), without a close or fsync (MPI-IO's atomic mode).
+TEST_F(CApiTest, FlushShowsBufferedWritesToOtherConnections) {
+    ::setenv("JOBFS_WRITE_BEHIND_MIB", "64", 1);
+    jobfs_t* writer_fs = nullptr;
+    const int rc = jobfs_connect(cluster_->descriptor_path().c_str(), &writer_fs);
+    ::unsetenv("JOBFS_WRITE_BEHIND_MIB");
+    ASSERT_EQ(rc, 0) << jobfs_last_error();
+    jobfs_file_t *w = nullptr, *r = nullptr;
+    ASSERT_EQ(jobfs_open(writer_fs, p("flushed").c_str(), O_WRONLY | O_CREAT, 0644, nullptr, &w), 0);
+    ASSERT_EQ(jobfs_open(fs, p("flushed").c_str(), O_RDONLY, 0, nullptr, &r), 0);
+    const auto data = pattern(9 << 20, 6); // more than two chunks, all buffered
+    for (size_t off = 0; off < data.size(); off += 1 << 20)
+        ASSERT_EQ(jobfs_pwrite(w, data.data() + off, 1 << 20, off), 1 << 20);
+    ASSERT_EQ(jobfs_flush(w), 0) << jobfs_last_error();
+    std::vector<uint8_t> back(data.size() + 10);
+    ASSERT_EQ(jobfs_pread(r, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
+    back.resize(data.size());
+    EXPECT_TRUE(back == data);
+    EXPECT_EQ(jobfs_flush(nullptr), -EINVAL);
+    EXPECT_EQ(jobfs_flush(r), 0); // nothing written: nothing to do
+    EXPECT_EQ(jobfs_close(r), 0);
+    EXPECT_EQ(jobfs_close(w), 0);
+    EXPECT_EQ(jobfs_disconnect(writer_fs), 0);
+}
+
 TEST_F(CApiTest, OpenFlagsTruncateAndFtruncate) {
     ASSERT_EQ(write_file(p("f"), pattern(3 << 20, 3)), 0);
     jobfs_file_t* f = nullptr;
