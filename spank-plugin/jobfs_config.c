@@ -19,7 +19,7 @@
 #define JOBFS_BINDIR "/usr/local/bin"
 #endif
 
-enum item_type { ITEM_PATH, ITEM_STRING, ITEM_U32, ITEM_SIZE, ITEM_BOOL, ITEM_PORTS };
+enum item_type { ITEM_PATH, ITEM_STRING, ITEM_U32, ITEM_NICE, ITEM_SIZE, ITEM_BOOL, ITEM_PORTS };
 
 struct item {
 	const char *name;
@@ -42,6 +42,7 @@ static const struct item items[] = {
 	ITEM("key_file", ITEM_PATH, key_file, "/etc/munge/munge.key"),
 	ITEM("ucx_tls", ITEM_STRING, ucx_tls, ""),
 	ITEM("log_level", ITEM_STRING, log_level, "warn"),
+	ITEM("daemon_nice", ITEM_NICE, daemon_nice, "-10"),
 	ITEM("replicas", ITEM_U32, replicas, "1"),
 	ITEM("chunk_size", ITEM_SIZE, chunk_size, "4M"),
 	ITEM("stripe_count", ITEM_U32, stripe_count, "0"),
@@ -121,6 +122,17 @@ static int set_item(struct jobfs_config *c, const struct item *it, const char *v
 		}
 		*(uint32_t *)field = (uint32_t)v;
 		return 0;
+	case ITEM_NICE: {
+		long n;
+		errno = 0;
+		n = strtol(value, &end, 10);
+		if (errno || end == value || *end || n < -20 || n > 19) {
+			snprintf(err, errlen, "%s=%s: not a nice value (-20 to 19)", it->name, value);
+			return -1;
+		}
+		*(int *)field = (int)n;
+		return 0;
+	}
 	case ITEM_SIZE:
 		if (jobfs_parse_size(value, &size) != 0) {
 			snprintf(err, errlen, "%s=%s: not a size (4M, 64k, 1G)", it->name, value);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,8 +94,10 @@ int jobfs_run(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int 
 /* Starts argv as a daemon of its own (new session, so no signal to the prolog's process group
  * reaches it), so that it outlives the prolog that started it: the job's steps come and go,
  * the file system stays. It stays our child while the prolog waits for it (jobfs_child_exited
- * tells how it ended) and is handed to init when the prolog's process exits. */
-int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd,
+ * tells how it ended) and is handed to init when the prolog's process exits. It runs at the
+ * nice value given, set while still root: the job's user could not raise its priority
+ * (jobfsd(8), --nice). */
+int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int nice, int out_fd,
 			 int err_fd, pid_t *pid)
 {
 	pid_t child = fork();
@@ -103,6 +106,8 @@ int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_
 		return -1;
 	if (child == 0) {
 		setsid();
+		if (setpriority(PRIO_PROCESS, 0, nice) != 0)
+			_exit(126);
 		child_exec(argv, envp, uid, gid, out_fd, err_fd);
 	}
 	*pid = child;

@@ -205,7 +205,7 @@ static int start_daemon(struct jobfs_job *job, const struct jobfs_config *c, con
 			const char *daemons, char *err, size_t errlen)
 {
 	char *envp[ENV_MAX], envstore[200], log[PATH_MAX + 16], secret_file[PATH_MAX + 16];
-	char chunk[32], replicas[16], stripe[16], timeout_ms[24], port[8], rank[16], how[64] = "";
+	char chunk[32], replicas[16], stripe[16], timeout_ms[24], port[8], rank[16], nice[8], how[64] = "";
 	int out[2] = { -1, -1 }, log_fd = -1, rc = -1, w;
 
 	daemon_env(c, envstore, sizeof(envstore), envp);
@@ -217,10 +217,12 @@ static int start_daemon(struct jobfs_job *job, const struct jobfs_config *c, con
 	snprintf(timeout_ms, sizeof(timeout_ms), "%u", c->startup_timeout_s * 1000);
 	snprintf(port, sizeof(port), "%u", (unsigned)job->port);
 	snprintf(rank, sizeof(rank), "%" PRIu32, job->node_index);
+	snprintf(nice, sizeof(nice), "%d", c->daemon_nice);
 	char *argv[] = { (char *)c->jobfsd, "--data-dir", job->data_dir, "--daemons", (char *)daemons,
 			 "--rank", rank, "--port", port, "--secret-file", secret_file,
 			 "--chunk-size", chunk, "--replicas", replicas, "--stripe-count", stripe,
-			 "--startup-timeout-ms", timeout_ms, "--log-level", (char *)c->log_level, NULL };
+			 "--startup-timeout-ms", timeout_ms, "--log-level", (char *)c->log_level,
+			 "--nice", nice, NULL };
 
 	if (jobfs_remove_tree(job->data_dir) != 0 || jobfs_mkdir_p(c->storage_dir, 0755) != 0 ||
 	    mkdir(job->data_dir, 0700) != 0 || chown(job->data_dir, job->uid, job->gid) != 0) {
@@ -232,7 +234,8 @@ static int start_daemon(struct jobfs_job *job, const struct jobfs_config *c, con
 		snprintf(err, errlen, "cannot create %s: %s", log, strerror(errno));
 		goto out;
 	}
-	if (jobfs_spawn_detached(argv, envp, job->uid, job->gid, out[1], log_fd, &job->jobfsd_pid) != 0) {
+	if (jobfs_spawn_detached(argv, envp, job->uid, job->gid, c->daemon_nice, out[1], log_fd,
+				 &job->jobfsd_pid) != 0) {
 		snprintf(err, errlen, "cannot start %s: %s", c->jobfsd, strerror(errno));
 		goto out;
 	}

@@ -30,6 +30,7 @@ struct jobfs_config {
 	char key_file[PATH_MAX];     /* node-shared key the per-job secrets derive from */
 	char ucx_tls[128];           /* UCX_TLS of the daemons and mounts ("" = UCX's choice) */
 	char log_level[16];          /* jobfsd --log-level */
+	int daemon_nice;             /* jobfsd --nice, set by us before it runs as the user */
 	uint32_t replicas;
 	uint64_t chunk_size;
 	uint32_t stripe_count;
@@ -124,7 +125,7 @@ int jobfs_mkdir_p(const char *path, mode_t mode);
 int jobfs_run(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd, int err_fd,
 	      unsigned timeout_s, int *status);
 int jobfs_wait_child(pid_t pid, unsigned timeout_s, int *status);
-int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int out_fd,
+int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_t gid, int nice, int out_fd,
 			 int err_fd, pid_t *pid);
 bool jobfs_child_exited(pid_t pid, char *how, size_t len);
 bool jobfs_pid_alive(pid_t pid);
