@@ -60,6 +60,7 @@
 
 #include "client/cluster.h"
 #include "client/inode_client.h"
+#include "priority.h"
 
 namespace {
 
@@ -71,6 +72,11 @@ using jobfs::client::InodeClient;
 namespace proto = jobfs::proto;
 
 constexpr unsigned kMaxIo = 1u << 20; // max_write, max_read and the st_blksize we advertise
+// Every request of the job's programs through the mount waits for this server, so it runs ahead
+// of them as jobfsd does (ucx-transport/priority.h). Without the right to (not root), a default
+// it cannot take is skipped quietly and one given with -o nice is an error.
+constexpr int kDefaultNice = -10;
+constexpr int kNiceUnset = INT_MIN;
 
 // ---- configuration ----------------------------------------------------------------------
 
@@ -86,6 +92,7 @@ struct Config {
     unsigned readahead_kb = 4096;   // the mount's kernel readahead; 0: the kernel's default
     int writeback_cache = 0;        // -o writeback_cache: the kernel buffers writes (see jf_init)
     unsigned write_behind_mib = 8;  // per open file: writes on their way after write(2) returned
+    int nice = kNiceUnset;          // -o nice=N: the threads' nice value (kDefaultNice unless given)
 };
 
 enum { kKeyAllowOther = 1, kKeyDefaultPermissions };
@@ -100,6 +107,7 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("negative_timeout=%lf", negative_timeout, 0),
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
     JOBFS_OPT("write_behind_mib=%u", write_behind_mib, 0),
+    JOBFS_OPT("nice=%d", nice, 0),
     JOBFS_OPT("writeback_cache", writeback_cache, 1),
     JOBFS_OPT("no_writeback_cache", writeback_cache, 0),
     JOBFS_OPT("no_allow_other", no_allow_other, 1),
@@ -668,9 +676,20 @@ void usage(FILE* out) {
                  "    write_behind_mib=MIB      per open file, writes still on their way after write(2)\n"
                  "                              returned (8; 0: each write waits for the daemons)\n"
                  "    writeback_cache           let the kernel buffer writes (off; see the man page)\n"
+                 "    nice=N                    the server's nice value, -20 to 19 (-10, as jobfsd's)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
                  "\n");
+}
+
+// The nice value of the server's threads: -o nice=N, or the default where permitted.
+Status set_priority(int wanted) {
+    const bool given = wanted != kNiceUnset;
+    const int nice = given ? wanted : kDefaultNice;
+    if (nice < -20 || nice > 19) return Status(Code::invalid, "nice=" + std::to_string(nice) + ": not a nice value (-20 to 19)");
+    if (nice == jobfs::daemon_priority_get()) return Status::OK();
+    Status s = jobfs::daemon_priority_set(nice);
+    return s.ok() || !given ? Status::OK() : s.with_context("-o nice");
 }
 
 int fail_start(const char* what) {
@@ -735,6 +754,11 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     fs.negative_timeout = cfg.negative_timeout;
     fs.default_permissions = !cfg.no_default_permissions;
     fs.writeback_cache = cfg.writeback_cache != 0;
+    // Before the first thread (the client's) starts: every thread inherits it.
+    if (Status s = set_priority(cfg.nice); !s.ok()) {
+        tell_parent(ready_fd, 1);
+        return fail_start(s.to_string().c_str());
+    }
     jobfs::client::InodeClientOptions client_options;
     client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
     auto client = InodeClient::connect(*info, client_options);

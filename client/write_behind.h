@@ -24,7 +24,7 @@
 // ranks busy-polling two cores) a chunk write went unanswered for 6-28 s, sometimes until its
 // 30 s deadline. It looked like a UCX hang but was the scheduler: the ranks spun in
 // sched_yield() at 100% system time while the daemons' runnable threads got no CPU (see
-// server/priority.h). At nice -10, 4 ranks with 64 MiB of write behind wrote 1 GiB at
+// ucx-transport/priority.h). At nice -10, 4 ranks with 64 MiB of write behind wrote 1 GiB at
 // 718-832 MB/s in 5 of 5 runs (463-784 without write behind). ad_jobfs leaves it off by default
 // still, so that a failed write is reported by the MPI call that made it.
 //

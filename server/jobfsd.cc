@@ -11,9 +11,9 @@
 #include <string>
 
 #include "log.h"
+#include "priority.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "server/priority.h"
 
 using namespace jobfs;
 
@@ -48,11 +48,11 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     // Before any thread starts: they all inherit it (priority.h says why the daemon runs ahead).
-    if (config->nice != server::daemon_priority_get()) {
-        Status s = server::daemon_priority_set(config->nice);
+    if (config->nice != daemon_priority_get()) {
+        Status s = daemon_priority_set(config->nice);
         if (!s.ok())
             JOBFS_WARN("%s: running at nice %d instead; MPI ranks that busy-wait may then hold requests back "
-                       "(nice in jobfs.conf(5))", s.to_string().c_str(), server::daemon_priority_get());
+                       "(nice in jobfs.conf(5))", s.to_string().c_str(), daemon_priority_get());
     }
 
     auto daemon = server::Daemon::start(*config);

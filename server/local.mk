@@ -8,7 +8,6 @@ server_libjobfs_server_la_SOURCES = \
 	server/resync.h server/resync.cc \
 	server/daemon_stats.h server/daemon_stats.cc \
 	server/daemon.h server/daemon.cc \
-	server/priority.h server/priority.cc \
 	server/bootstrap_pmix.h server/bootstrap_pmix.cc \
 	server/meta_shard.h server/meta_shard.cc \
 	server/meta_wire.h \

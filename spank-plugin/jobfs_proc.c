@@ -106,8 +106,12 @@ int jobfs_spawn_detached(char *const argv[], char *const envp[], uid_t uid, gid_
 		return -1;
 	if (child == 0) {
 		setsid();
-		if (setpriority(PRIO_PROCESS, 0, nice) != 0)
+		if (setpriority(PRIO_PROCESS, 0, nice) != 0) {
+			/* To the daemon's log, whose tail the caller shows with "exit status 126". */
+			dprintf(err_fd, "spank_jobfs: cannot set nice value %d for %s: %s\n", nice, argv[0],
+				strerror(errno));
 			_exit(126);
+		}
 		child_exec(argv, envp, uid, gid, out_fd, err_fd);
 	}
 	*pid = child;

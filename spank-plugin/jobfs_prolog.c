@@ -291,11 +291,12 @@ static int prepare_mount_point(struct jobfs_job *job, const struct jobfs_config 
 
 static int mount_fs(struct jobfs_job *job, const struct jobfs_config *c, char *err, size_t errlen)
 {
-	char *envp[ENV_MAX], envstore[200], log[PATH_MAX + 16], tail[512];
-	char *argv[] = { (char *)c->jobfs_fuse, "--cluster", job->cluster_file, job->mount, "-o",
-			 "allow_other,default_permissions", NULL };
+	char *envp[ENV_MAX], envstore[200], log[PATH_MAX + 16], tail[512], options[80];
+	/* jobfs-fuse runs as root: it sets its own nice value (jobfs-fuse(8), -o nice). */
+	char *argv[] = { (char *)c->jobfs_fuse, "--cluster", job->cluster_file, job->mount, "-o", options, NULL };
 	int log_fd, status = 0, rc = -1, run;
 
+	snprintf(options, sizeof(options), "allow_other,default_permissions,nice=%d", c->daemon_nice);
 	daemon_env(c, envstore, sizeof(envstore), envp);
 	snprintf(log, sizeof(log), "%s/fuse.log", job->job_dir);
 	log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -23,7 +23,7 @@ tmp=$(mktemp -d /tmp/jobfs-fuse-files-XXXXXX)
 chmod 755 "$tmp" # another user must reach the mount points below it
 mnt=$tmp/mnt
 mnt2=$tmp/mnt2
-mkdir "$mnt" "$mnt2"
+mkdir "$mnt" "$mnt2" "$tmp/nice"
 pid1=
 fails=0
 check() { # NAME CMD...: runs program CMD (at most 120 s), counts a failure if it fails
@@ -47,7 +47,7 @@ pid_of_mount() { # the jobfs-fuse serving mount point $1 (its path is unique to 
 }
 alive() { s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }
 cleanup() {
-  for m in "$tmp/mntwb" "$tmp/mnt3" "$mnt2" "$mnt"; do
+  for m in "$tmp/nice" "$tmp/mntwb" "$tmp/mnt3" "$mnt2" "$mnt"; do
     if mounted "$m"; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; fi
   done
   if [ -n "$pid1" ]; then wait_for 10 sh -c "! kill -0 $pid1 2>/dev/null" || kill -KILL "$pid1" 2>/dev/null; fi
@@ -68,6 +68,17 @@ checkf "mount in the foreground shows in /proc/mounts as fuse.jobfs" wait_for 15
 check "a daemonised mount is up when jobfs-fuse returns" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster' '$mnt2' && grep -q ' $mnt2 fuse.jobfs ' /proc/mounts"
 checkf "the mount's kernel readahead is raised to 4 MiB" wait_for 10 sh -c "[ \"\$(cat /sys/class/bdi/\$(mountpoint -d '$mnt')/read_ahead_kb)\" = 4096 ]"
 check "mounts are allow_other and default_permissions under root" sh -c "grep ' $mnt fuse.jobfs ' /proc/mounts | grep -q 'default_permissions,allow_other'"
+# thread_nices PID: the distinct nice values of the process's threads (field 19 of each stat).
+thread_nices() { for t in /proc/"$1"/task/*; do awk '{print $19}' "$t/stat"; done 2>/dev/null | sort -u | tr '\n' ' '; }
+nices=$(thread_nices "$pid1")
+check "every thread of a mount runs at nice -10, as jobfsd's (${nices})" test "$nices" = "-10 "
+nices=none
+if "$JOBFS_FUSE" -o cluster="$dir/cluster",nice=-3 "$tmp/nice"; then
+  nices=$(thread_nices "$(pid_of_mount "$tmp/nice")")
+  fusermount3 -u "$tmp/nice"
+fi
+check "every thread of a mount with -o nice=-3 runs at -3 (${nices})" test "$nices" = "-3 "
+check "-o nice=40 is refused with a jobfs-fuse: message" sh -c "! '$JOBFS_FUSE' -o cluster='$dir/cluster',nice=40 '$tmp/nice' -f 2> '$tmp/nice.err' && grep -q '^jobfs-fuse: invalid: nice=40: not a nice value (-20 to 19)' '$tmp/nice.err'"
 check "a mount without a cluster descriptor fails with a jobfs-fuse: message" sh -c "JOBFS_CLUSTER= '$JOBFS_FUSE' '$tmp' -f 2>&1 | grep -q '^jobfs-fuse: cluster descriptor'"
 
 cd "$mnt" || exit 1

@@ -164,6 +164,7 @@ as $UA srun -N3 -n3 --ntasks-per-node=1 -D "$OUT" --jobfs bash -c '
   f=$JOBFS_MOUNT/data.bin
   [ "$SLURM_PROCID" = 0 ] && echo "job $SLURM_JOB_ID"
   [ "$SLURM_PROCID" = 0 ] && echo "jobfsd nice values: $(ps -o ni= -C jobfsd | sort -u | xargs)"
+  [ "$SLURM_PROCID" = 0 ] && echo "jobfs-fuse thread nice values: $(ps -L -o ni= -C jobfs-fuse | sort -u | xargs)"
   echo "root of $(hostname): $(stat -c "%U %a" "$JOBFS_MOUNT") $(grep -c " $JOBFS_MOUNT fuse.jobfs " /proc/mounts)"
   if [ "$SLURM_PROCID" = 0 ]; then
     cp src.bin "$f.tmp" && mv "$f.tmp" "$f" && echo "rank 0 on $(hostname) wrote"
@@ -174,6 +175,7 @@ as $UA srun -N3 -n3 --ntasks-per-node=1 -D "$OUT" --jobfs bash -c '
 job=$(sed -n 's/^job //p' "$OUT/srun3")
 check "srun -N3 --jobfs: every node has the mount, owned by the job user, mode 700" count_is "$OUT/srun3" "$UA 700 1" 3
 check "srun -N3 --jobfs: the daemons run at nice -10 though as the job's user (the plugin sets it)" has "$OUT/srun3" "^jobfsd nice values: -10$"
+check "srun -N3 --jobfs: every thread of the mounts runs at nice -10 too" has "$OUT/srun3" "^jobfs-fuse thread nice values: -10$"
 check "srun -N3 --jobfs: rank 0 wrote on n1" has "$OUT/srun3" "rank 0 on n1 wrote"
 check "srun -N3 --jobfs: n2 read it byte-exact" has "$OUT/srun3" "rank 1 on n2 read byte-exact"
 check "srun -N3 --jobfs: n3 read it byte-exact" has "$OUT/srun3" "rank 2 on n3 read byte-exact"

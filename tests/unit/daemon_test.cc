@@ -355,7 +355,7 @@ std::vector<int> thread_nice_values(pid_t pid) {
     return out;
 }
 
-// The daemons run ahead of MPI ranks that busy-wait (server/priority.h): every thread, the
+// The daemons run ahead of MPI ranks that busy-wait (ucx-transport/priority.h): every thread, the
 // transport's and the pool's too, at the configured nice value.
 TEST_F(DaemonTest, EveryThreadRunsAtTheConfiguredNiceValue) {
     if (::geteuid() != 0) GTEST_SKIP() << "a negative nice value needs root";

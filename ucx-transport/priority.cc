@@ -1,5 +1,5 @@
-// priority.cc: jobfsd's CPU priority (see priority.h).
-#include "server/priority.h"
+// priority.cc: the daemons' CPU priority (see priority.h).
+#include "priority.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <string>
 
-namespace jobfs::server {
+namespace jobfs {
 
 // On Linux a nice value belongs to a thread: PRIO_PROCESS with this thread's id sets only it,
 // and the threads it creates afterwards start with it.
@@ -24,4 +24,4 @@ int daemon_priority_get() {
     return ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
 }
 
-} // namespace jobfs::server
+} // namespace jobfs

@@ -1,4 +1,5 @@
-// priority.h: jobfsd's CPU priority (the nice config item).
+// priority.h: the CPU priority of jobfs's daemons: jobfsd (nice in jobfs.conf) and jobfs-fuse
+// (-o nice).
 //
 // Why: the daemons share their nodes' cores with the job. MPI ranks that wait in a collective
 // busy-poll, and when a node runs more ranks than cores (or all of them) they spin in
@@ -7,12 +8,13 @@
 // aggregator's chunk writes then waited for their whole deadline and the checkpoint failed
 // with MPI_ERR_IO (bench/mpiio-ckpt with write-behind: 6 of 6 runs at nice 0, 0 of 10 at
 // nice -10). A daemon uses CPU only while it serves requests that the job is waiting for, so it
-// runs ahead of the job: nice -10 by default.
+// runs ahead of the job: nice -10 by default. jobfs-fuse is on the path of every file operation of
+// the job's programs through the mount, so it runs at the same priority.
 #pragma once
 
 #include "result.h"
 
-namespace jobfs::server {
+namespace jobfs {
 
 // Sets the nice value of the calling thread, which the threads it starts later inherit: call
 // it before the daemon starts any. A value the process may not take (a negative one without
@@ -22,4 +24,4 @@ Status daemon_priority_set(int nice);
 // The nice value of the calling thread.
 int daemon_priority_get();
 
-} // namespace jobfs::server
+} // namespace jobfs
