@@ -198,6 +198,14 @@ Result<proto::ChunkExtentsResponse> ChunkService::extents() {
     return out;
 }
 
+Status ChunkService::remove_file(uint64_t ino) {
+    {
+        std::lock_guard l(versions_mu_);
+        std::erase_if(versions_, [&](const auto& kv) { return kv.first.ino == ino; });
+    }
+    return store_.remove_file(ino);
+}
+
 Result<std::vector<uint8_t>> ChunkService::read_whole(ChunkId id) {
     std::vector<uint8_t> data;
     for (uint64_t off = 0;; off += kRepairPiece) {
@@ -372,13 +380,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
         boost::asio::post(self->pool_, [self, call, req] { call.reply(self->store_.sync_file(req.ino)); });
     });
     rpc::serve<proto::FileRemoveChunks>(worker, [self](ServerCall call, proto::FileChunksRequest&& req) {
-        boost::asio::post(self->pool_, [self, call, req] {
-            {
-                std::lock_guard l(self->versions_mu_);
-                std::erase_if(self->versions_, [&](const auto& kv) { return kv.first.ino == req.ino; });
-            }
-            call.reply(self->store_.remove_file(req.ino));
-        });
+        boost::asio::post(self->pool_, [self, call, req] { call.reply(self->remove_file(req.ino)); });
     });
     rpc::serve<proto::DiskSpace>(worker, [self](ServerCall call, proto::Empty&&) {
         boost::asio::post(self->pool_, [self, call] {

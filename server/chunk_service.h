@@ -61,6 +61,10 @@ public:
     // them: for the RPC and for a resync walker's own store.
     Result<proto::ChunkExtentsResponse> extents();
 
+    // Removes every chunk of file `ino` here, and its CRAQ versions (FileRemoveChunks; a
+    // resync walker's garbage collection). Blocking: call on a pool.
+    Status remove_file(uint64_t ino);
+
     // The whole local copy of a chunk, every block verified (scrub, repair source checks).
     Result<std::vector<uint8_t>> read_whole(ChunkId id);
 

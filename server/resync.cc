@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
+#include <unordered_set>
 #include <thread>
 
 #include "log.h"
@@ -37,8 +38,6 @@ void Resync::stop() {
 }
 
 Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
-    auto files = shard_.regular_files();
-    if (!files.ok()) return files.status();
     const proto::ChainTable t = membership_.table();
     proto::ResyncResponse out;
     uint64_t without_source = 0;
@@ -50,8 +49,15 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
     // that its copies of chunks cut off by a truncate while it was away are emptied (a later
     // extension must read zeros there, not the old bytes).
     std::unordered_map<uint64_t, uint64_t> held;
+    // For the garbage collection below: the files the target holds chunks of, and those any
+    // other daemon holds chunks of (known only if none of them is offline).
+    std::unordered_set<uint64_t> on_target, elsewhere;
+    bool others_listed = true;
     for (uint32_t r = 0; r < size_; ++r) {
-        if (r != target && t.states.size() == size_ && t.states[r] == proto::kDaemonOffline) continue;
+        if (r != target && t.states.size() == size_ && t.states[r] == proto::kDaemonOffline) {
+            others_listed = false;
+            continue;
+        }
         Result<proto::ChunkExtentsResponse> e = Status(Code::internal, "unset");
         if (r == rank_) {
             e = chunks_.extents();
@@ -63,8 +69,13 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
         for (size_t i = 0; i < e->inos.size() && i < e->chunks.size(); ++i) {
             uint64_t& top = held[e->inos[i]];
             top = std::max(top, e->chunks[i]);
+            (r == target ? on_target : elsewhere).insert(e->inos[i]);
         }
     }
+    // Listed after the chunks: a file whose chunks were listed was created before, so it is
+    // here unless it was deleted since.
+    auto files = shard_.regular_files();
+    if (!files.ok()) return files.status();
     for (const Attr& a : *files) {
         const placement::Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count, a.replicas};
         uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
@@ -99,6 +110,23 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
     if (without_source)
         return Status(Code::again, std::to_string(without_source) + " chunks of daemon " + std::to_string(target) +
                                        " have no serving copy to copy from");
+    // Garbage: chunks of this shard's files deleted while the target was away (the client's
+    // removal left offline daemons out). A file counts as deleted only if no daemon but the
+    // target holds any chunk of it either: a file unlinked while a client still has it open
+    // has no inode any more, but its chunks stay on the serving daemons until that client
+    // closes it, so those are kept here too.
+    if (others_listed) {
+        std::unordered_set<uint64_t> live;
+        for (const Attr& a : *files) live.insert(a.ino);
+        for (uint64_t ino : on_target) {
+            if (proto::shard_of(ino) != shard_.shard_id() || live.count(ino) || elsewhere.count(ino)) continue;
+            Status s = target == rank_ ? chunks_.remove_file(ino)
+                                       : rpc::call<proto::FileRemoveChunks>(*target_ep, proto::FileChunksRequest{ino}).status();
+            if (!s.ok()) return s.with_context("remove the chunks of deleted inode " + std::to_string(ino) +
+                                               " from daemon " + std::to_string(target));
+            out.removed_files++;
+        }
+    }
     return out;
 }
 
@@ -213,6 +241,7 @@ bool Resync::rejoin_once() {
             if (got.ok()) {
                 total.chunks += got->chunks;
                 total.bytes += got->bytes;
+                total.removed_files += got->removed_files;
             } else if (got.status().code() == Code::peer_gone && r != rank_ && t.states[r] == proto::kDaemonOffline) {
                 JOBFS_WARN("resync: the files of shard %u were not walked: %s", r, got.status().message().c_str());
             } else {
@@ -229,8 +258,10 @@ bool Resync::rejoin_once() {
     }
     if (!catch_up_metadata()) return false; // (changes made during the walk came as changesets)
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    JOBFS_WARN("resync done: %llu chunks, %llu bytes copied in %.1f s; serving again",
-               static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes), secs);
+    JOBFS_WARN("resync done: %llu chunks, %llu bytes copied, chunks of %llu deleted files removed in %.1f s; "
+               "serving again",
+               static_cast<unsigned long long>(total.chunks), static_cast<unsigned long long>(total.bytes),
+               static_cast<unsigned long long>(total.removed_files), secs);
     membership_.set_own_state(proto::kDaemonServing);
     return true;
 }

@@ -6,7 +6,10 @@
 // files of its metadata shard (ResyncShard): for each chunk whose chain includes this daemon
 // (below the file's size or the highest chunk any daemon holds: an open file's size is not
 // settled) the walker sends it a ChunkResync naming a serving copy, which ChunkService copies safely
-// while writes go on. Progress (shards walked of all) shows in the table; when every shard is
+// while writes go on. The walker also removes from the target the chunks of the shard's files
+// deleted while it was away (no inode, and no other daemon holds any chunk of them; an
+// unlinked file still open on a client keeps its chunks on the serving daemons, so its copies
+// here stay too). Progress (shards walked of all) shows in the table; when every shard is
 // done the daemon publishes itself serving. A shard that cannot be walked (its daemon is
 // down) is skipped with a warning: its files' chunks stay as they were here.
 //

@@ -102,7 +102,8 @@ struct ResyncShardRequest {
 struct ResyncResponse {
     uint64_t chunks = 0;
     uint64_t bytes = 0;
-    JOBFS_FIELDS(chunks, bytes)
+    uint64_t removed_files = 0; // deleted files whose chunks the target still held (ResyncShard)
+    JOBFS_FIELDS(chunks, bytes, removed_files)
 };
 
 // Resync: every file a daemon holds chunks of, with one past the highest chunk it holds

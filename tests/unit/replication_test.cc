@@ -776,6 +776,82 @@ TEST(ReplicationResync, ChunksOfAFileStillOpenAreCopiedToo) {
     }
 }
 
+// Files deleted while daemon 2 was away leave their chunks there (the client's removal leaves
+// offline daemons out): the resync walk removes them. A file unlinked while this client still
+// has it open has no inode either, but its chunks stay on the serving daemons, so its copies
+// on daemon 2 must stay too (the open handle reads them); a file that lives on keeps its own.
+TEST(ReplicationResync, ChunksOfFilesDeletedMeanwhileAreRemovedOpenOnesKept) {
+    test::TempDir dir("jobfs-repl-resync-gc");
+    auto sc = start_small(dir.path(), kResyncArgs);
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    const Layout l{1 << 20, 0, 2};
+    struct Written {
+        uint64_t ino;
+        std::vector<uint8_t> data;
+    };
+    auto write = [&](const std::string& path, uint8_t seed) -> Written {
+        Written w{0, pattern(6 << 20, seed)};
+        auto f = cl.open(path, O_WRONLY | O_CREAT, 0644);
+        EXPECT_TRUE(f.ok());
+        if (!f.ok()) return w;
+        EXPECT_TRUE(cl.pwrite(**f, 0, w.data).ok());
+        EXPECT_TRUE(cl.close(**f).ok());
+        w.ino = (*f)->ino;
+        return w;
+    };
+    // The chunks of `ino` that daemon 2 holds on its disk, of those its chains give it.
+    auto on_daemon2 = [&](uint64_t ino, size_t* placed) {
+        size_t n = 0;
+        *placed = 0;
+        for (uint64_t i = 0; i < 6; ++i) {
+            if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
+            ++*placed;
+            if (!chunk_on_disk(dir.path(), 2, ino, i).empty()) n++;
+        }
+        return n;
+    };
+    const Written gone = write("/gone", 41), kept = write("/kept", 42), held = write("/held", 43);
+    auto open_held = cl.open("/held", O_RDONLY);
+    ASSERT_TRUE(open_held.ok());
+    size_t placed = 0;
+    ASSERT_GE(on_daemon2(gone.ino, &placed), 3u); // the test needs copies there to start with
+    ASSERT_EQ(on_daemon2(gone.ino, &placed), placed);
+
+    (*cluster)->kill(2);
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonOffline, std::chrono::seconds(30)));
+    ASSERT_TRUE(cl.unlink("/gone").ok());
+    ASSERT_TRUE(cl.unlink("/held").ok()); // still open here: its chunks stay on daemons 0 and 1
+    EXPECT_EQ(on_daemon2(gone.ino, &placed), placed) << "daemon 2 was down: the removal cannot have reached it";
+
+    ASSERT_TRUE((*cluster)->restart(2).ok());
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonServing, std::chrono::seconds(30)));
+    EXPECT_EQ(on_daemon2(gone.ino, &placed), 0u) << "the deleted file's chunks are garbage on daemon 2";
+    EXPECT_EQ(on_daemon2(kept.ino, &placed), placed);
+    EXPECT_EQ(on_daemon2(held.ino, &placed), placed) << "the unlinked file still open keeps its copies";
+    std::ifstream logf(dir.path() + "/jobfsd.2.log");
+    std::stringstream log;
+    log << logf.rdbuf();
+    EXPECT_NE(log.str().find("chunks of 1 deleted files removed"), std::string::npos) << log.str();
+
+    // Every copy in turn (daemon 2's included) still reads right, through the open handle too.
+    for (int k = 0; k < 2; ++k) {
+        std::vector<uint8_t> back(6 << 20);
+        auto n = cl.pread(**open_held, 0, back);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        EXPECT_TRUE(back == held.data) << "pass " << k;
+        auto f = cl.open("/kept", O_RDONLY);
+        ASSERT_TRUE(f.ok());
+        n = cl.pread(**f, 0, back);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        EXPECT_TRUE(back == kept.data) << "pass " << k;
+    }
+    // Its last close removes it everywhere, daemon 2 included.
+    ASSERT_TRUE(cl.close(**open_held).ok());
+    EXPECT_EQ(on_daemon2(held.ino, &placed), 0u);
+}
+
 // ---- layout: R per file and per directory -------------------------------------------------
 
 TEST(ReplicationLayout, ConfigDefaultDirectoryInheritanceAndBadValues) {
