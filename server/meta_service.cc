@@ -450,6 +450,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         JOBFS_SERVE(uint64_t(r.shard) << 48);
         Attr tmpl = from_wire(r.tmpl);
         tmpl.parent = r.parent;
+        sh.note_intents_done(r.done_below);
         return attr_out(r.intent ? sh.create_inode_once(r.intent, tmpl) : sh.create_inode(tmpl));
     });
     serve_on_pool<proto::PeerDeleteInode>(w, pool, [im](const proto::InoRequest& r) -> Status {
@@ -465,6 +466,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     serve_on_pool<proto::PeerRenameInsert>(w, pool, [im](const proto::RenameInsertRequest& r)
                                                         -> Result<proto::RenameInsertResponse> {
         JOBFS_SERVE(r.parent);
+        sh.note_intents_done(r.done_below);
         auto i = sh.rename_insert(r.intent, r.parent, r.name, r.ino, static_cast<FileType>(r.type), r.expect_ino);
         if (!i.ok()) return i.status();
         proto::RenameInsertResponse out;
@@ -475,12 +477,14 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     });
     serve_on_pool<proto::PeerAdjustNlink>(w, pool, [im](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
         JOBFS_SERVE(r.ino);
+        sh.note_intents_done(r.done_below);
         auto u = sh.adjust_nlink_once(r.intent, static_cast<IntentStep>(r.step), r.ino, r.delta);
         if (!u.ok()) return u.status();
         return to_wire(*u);
     });
     serve_on_pool<proto::PeerAbortStep>(w, pool, [im](const proto::StepRequest& r) -> Result<proto::StepResult> {
         JOBFS_SERVE(uint64_t(r.shard) << 48);
+        sh.note_intents_done(r.done_below);
         auto a = sh.abort_step_result(r.intent, static_cast<IntentStep>(r.step));
         if (!a.ok()) return a.status();
         return proto::StepResult{a->has_value(), a->value_or(0)};

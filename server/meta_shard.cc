@@ -182,6 +182,7 @@ public:
     int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
     uint64_t u64(int col) const { return static_cast<uint64_t>(i64(col)); }
     uint32_t u32(int col) const { return static_cast<uint32_t>(i64(col)); }
+    bool is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
     std::string bytes(int col) const {
         const void* p = sqlite3_column_blob(s_, col);
         int n = sqlite3_column_bytes(s_, col);
@@ -236,6 +237,8 @@ struct MetaShard::Impl {
     // recorded by `session`, made afresh at each BEGIN.
     MetaShard::ShipFn ship;
     uint64_t term = 0;
+    // note_intents_done: per coordinator shard, the intent id below which all are finished.
+    std::unordered_map<uint32_t, uint64_t> intents_done_below;
     sqlite3_session* session = nullptr;
 
     ~Impl() {
@@ -1305,7 +1308,22 @@ struct MetaShard::Impl {
     }
 
     Status record_applied(uint64_t intent, IntentStep step, int64_t result) {
+        // The finished intents of the same coordinator go in the same transaction.
+        if (auto it = intents_done_below.find(shard_of(intent)); it != intents_done_below.end())
+            JOBFS_RETURN_IF_ERROR(run("DELETE FROM applied WHERE intent >= ? AND intent < ?",
+                                      make_ino(shard_of(intent), 0), it->second));
         return run("INSERT INTO applied(intent, step, result) VALUES(?, ?, ?)", intent, step, result);
+    }
+
+    Result<uint64_t> do_intents_done_below() {
+        auto st = query("SELECT min(id) FROM intents");
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        if (*row && !st->is_null(0)) return make_ino(shard_id, st->u64(0));
+        auto next = meta_value_or("next_intent", 0);
+        if (!next.ok()) return next.status();
+        return make_ino(shard_id, uint64_t(*next)); // 0: no intent ever (nothing to forget)
     }
 
     Status aborted(uint64_t intent, IntentStep step) const {
@@ -1727,6 +1745,20 @@ Status MetaShard::intent_end(uint64_t id) {
     return impl_->transact([&] { return impl_->erase_intent(id); });
 }
 
+Result<uint64_t> MetaShard::intents_done_below() {
+    JOBFS_META_OP("oldest intent of shard " + std::to_string(shard_id_));
+    auto r = impl_->do_intents_done_below();
+    if (!r.ok()) return impl_->with_op(r.status());
+    return r;
+}
+
+void MetaShard::note_intents_done(uint64_t done_below) {
+    if (done_below == 0) return;
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    uint64_t& known = impl_->intents_done_below[shard_of(done_below)];
+    known = std::max(known, done_below);
+}
+
 Result<std::vector<Intent>> MetaShard::intents() {
     JOBFS_META_OP("list intents");
     auto r = impl_->do_intents();
@@ -1795,7 +1827,9 @@ Result<Counts> MetaShard::counts() {
     if (!inodes.ok()) return impl_->with_op(inodes.status());
     auto dentries = impl_->count("SELECT count(*) FROM dentries");
     if (!dentries.ok()) return impl_->with_op(dentries.status());
-    return Counts{*inodes, *dentries};
+    auto applied = impl_->count("SELECT count(*) FROM applied");
+    if (!applied.ok()) return impl_->with_op(applied.status());
+    return Counts{*inodes, *dentries, *applied};
 }
 
 // ---- replication ---------------------------------------------------------------------------

@@ -196,6 +196,7 @@ struct RenameInsertResult {
 struct Counts {
     uint64_t inodes = 0;
     uint64_t dentries = 0;
+    uint64_t applied = 0; // step records of other shards' intents (see note_intents_done)
 };
 
 // POSIX permission check of mask (kMayRead | kMayWrite | kMayExec) on attr for cred.
@@ -286,8 +287,19 @@ public:
     Status intent_finish_rename(const Intent& intent);
     Status intent_end(uint64_t id);
     Result<std::vector<Intent>> intents();
+    // The id below which every intent of this shard is finished: the oldest one in the log,
+    // or the next to be handed out. Sent with each step (done_below) so that the other
+    // shards can forget the records of finished intents' steps.
+    Result<uint64_t> intents_done_below();
 
     // ---- cross-shard operations, the other shards' steps (each idempotent) ------------
+    // Step records (applied) are what makes a repeated step a no-op, and a coordinator repeats
+    // only the steps of intents still in its log. note_intents_done(id) says that every intent
+    // of shard_of(id) below id is finished: the next step recorded here drops their records
+    // in its own transaction (so the table stays as small as the intents in flight, instead of
+    // growing by a row per cross-shard mkdir, rename or link). Kept in memory: a new primary
+    // starts trimming with the first step it is sent.
+    void note_intents_done(uint64_t done_below);
     // rename: makes (parent, name) name ino, replacing the entry expect_ino (0: none may be
     // there); busy if the entry changed since the coordinator looked.
     Result<RenameInsertResult> rename_insert(uint64_t intent, uint64_t parent, const std::string& name,

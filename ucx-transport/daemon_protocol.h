@@ -407,13 +407,16 @@ struct CountsResponse {
 };
 
 // Between daemons: the steps of operations that span two shards (docs/design.md). intent is
-// the coordinator's intent id; a step is applied at most once per intent.
+// the coordinator's intent id; a step is applied at most once per intent. done_below: every
+// intent of the coordinator's shard below this id is finished (0: not said), so the step
+// records of those may go (MetaShard::note_intents_done).
 struct CreateInodeRequest {
     Attr tmpl;           // type, mode, uid, gid, nlink, target and layout of the new inode
     uint64_t parent = 0; // a directory's parent directory
     uint64_t intent = 0; // 0: not part of an intent
     uint32_t shard = 0;  // the shard to create it on
-    JOBFS_FIELDS(tmpl, parent, intent, shard)
+    uint64_t done_below = 0;
+    JOBFS_FIELDS(tmpl, parent, intent, shard, done_below)
 };
 struct RenameInsertRequest {
     uint64_t intent = 0;
@@ -422,7 +425,8 @@ struct RenameInsertRequest {
     uint64_t ino = 0;
     uint8_t type = 0;
     uint64_t expect_ino = 0; // the inode the entry named when the coordinator looked (0: none)
-    JOBFS_FIELDS(intent, parent, name, ino, type, expect_ino)
+    uint64_t done_below = 0;
+    JOBFS_FIELDS(intent, parent, name, ino, type, expect_ino, done_below)
 };
 struct RenameInsertResponse {
     uint64_t replaced_ino = 0; // the replaced inode, when it lives elsewhere and is still linked
@@ -435,13 +439,15 @@ struct NlinkRequest {
     uint32_t step = 0;
     uint64_t ino = 0;
     int32_t delta = 0;
-    JOBFS_FIELDS(intent, step, ino, delta)
+    uint64_t done_below = 0;
+    JOBFS_FIELDS(intent, step, ino, delta, done_below)
 };
 struct StepRequest {
     uint64_t intent = 0;
     uint32_t step = 0;
     uint32_t shard = 0; // the shard the step is on
-    JOBFS_FIELDS(intent, step, shard)
+    uint64_t done_below = 0;
+    JOBFS_FIELDS(intent, step, shard, done_below)
 };
 struct StepResult {
     bool ran = false;   // the step had run before it was aborted
