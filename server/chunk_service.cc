@@ -23,29 +23,6 @@ namespace rpc = transport::rpc;
 
 namespace {
 
-// Chunk bytes on their way (received for a write, read for a reply). Not zeroed when made:
-// every byte is received or read into before it is used, and zeroing 1 MiB per request
-// showed in profiles of sequential reads.
-template <class T>
-struct NoInitAllocator : std::allocator<T> {
-    NoInitAllocator() = default;
-    template <class U>
-    NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
-    template <class U>
-    struct rebind {
-        using other = NoInitAllocator<U>;
-    };
-    template <class U>
-    void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <class U, class... A>
-    void construct(U* p, A&&... a) {
-        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
-    }
-};
-using Bytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
-
 // Pieces in which a repair copies a chunk: the largest read a chunk request may carry in one go
 // is the chunk size, but a repair does not know the file's chunk size, only that a short answer
 // means the chunk's end.
@@ -243,7 +220,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
         const int pos = req.chain.size() > 1 ? position(req.chain, self->rank_) : 0;
         if (pos < 0)
             return call.reply(Status(Code::again, "daemon " + std::to_string(self->rank_) + " is not in the chain"));
-        auto buf = std::make_shared<Bytes>(req.length);
+        auto buf = self->buffers_.get(req.length);
         auto r = std::make_shared<proto::ChunkWriteRequest>(std::move(req));
         call.receive_bulk(*buf, [self, call, buf, r, pos](Status s) {
             if (!s.ok()) return call.reply(s);
@@ -293,7 +270,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
     auto serve_read = [self](ServerCall call, proto::ChunkReadRequest req) {
         boost::asio::post(self->pool_, [self, call, req] {
             const ChunkId id{req.chunk.ino, req.chunk.index};
-            auto buf = std::make_shared<Bytes>(req.length);
+            auto buf = self->buffers_.get(req.length);
             std::vector<uint32_t> crcs; // the stored checksums of the blocks it returns whole
             auto n = self->store_.read(id, req.offset, *buf, &crcs);
             if (!n.ok() && n.status().code() == Code::io && req.chain.size() > 1) {

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "daemon_protocol.h"
+#include "server/buffer_pool.h"
 #include "server/chunk_store.h"
 #include "worker.h"
 
@@ -69,6 +70,7 @@ public:
     Result<std::vector<uint8_t>> read_whole(ChunkId id);
 
 private:
+    static constexpr size_t kKeptBufferBytes = 32u << 20; // idle buffers kept: 8 chunks of 4 MiB
     struct ChunkIdHash {
         size_t operator()(const ChunkId& c) const { return std::hash<uint64_t>()(c.ino * 0x9e3779b97f4a7c15ull ^ c.index); }
     };
@@ -93,6 +95,8 @@ private:
     Result<std::vector<uint8_t>> fetch(ChunkId id, uint32_t source);
 
     ChunkStore& store_;
+    // The bytes of writes received and reads sent: recycled and page-aligned (buffer_pool.h).
+    BufferPool buffers_{kKeptBufferBytes};
     boost::asio::thread_pool& pool_;
     uint32_t rank_;
     PeerFn peer_;

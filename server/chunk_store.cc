@@ -61,6 +61,8 @@ Status for_each_chunk_in(const std::string& dir, Fn fn) {
     return Status::OK();
 }
 constexpr size_t kMaxOpenChunks = 256;
+// O_DIRECT's alignment of offset, length and memory (the page size covers every block size).
+constexpr size_t kDirectAlign = 4096;
 
 struct CrcEntry {
     uint32_t crc;
@@ -106,6 +108,8 @@ bool pwrite_all(int fd, const uint8_t* p, size_t n, off_t off) {
 struct ChunkStore::Impl {
     std::string dir; // <data_dir>/chunks
     uint64_t chunk_size = 0;
+    std::atomic<bool> direct{false};       // write aligned pieces with O_DIRECT (ChunkStore::open)
+    std::atomic<uint64_t> direct_writes{0};
     std::array<std::mutex, kLockStripes> locks;
 
     // Open chunk files, most recently used first. Guarded by cache_mu; an entry's fds are used
@@ -116,6 +120,7 @@ struct ChunkStore::Impl {
         int data = -1;
         int crc = -1;
         int users = 0;
+        int direct = -1; // the data file again with O_DIRECT, opened at its first direct write
     };
     std::mutex cache_mu;
     std::list<Open> lru;
@@ -221,6 +226,7 @@ struct ChunkStore::Impl {
             if (it->users > 0) continue;
             ::close(it->data);
             ::close(it->crc);
+            if (it->direct >= 0) ::close(it->direct);
             index.erase(it->id);
             it = lru.erase(it);
         }
@@ -234,6 +240,7 @@ struct ChunkStore::Impl {
         // A user of this chunk would hold the stripe lock, which the caller holds: none.
         ::close(it->second->data);
         ::close(it->second->crc);
+        if (it->second->direct >= 0) ::close(it->second->direct);
         lru.erase(it->second);
         index.erase(it);
     }
@@ -279,6 +286,34 @@ struct ChunkStore::Impl {
         return Status::OK();
     }
 
+    // Writes a chunk's bytes: with O_DIRECT when the store may and the piece allows it (offset,
+    // length and memory aligned to kDirectAlign), else through the page cache. The kernel keeps
+    // the two coherent (a direct write first writes back and drops the cached pages it
+    // overlaps). A file system that refuses a direct write turns direct writes off for good.
+    Status write_data(Open& o, uint64_t offset, std::span<const uint8_t> data) {
+        const bool aligned = offset % kDirectAlign == 0 && data.size() % kDirectAlign == 0 &&
+                             reinterpret_cast<uintptr_t>(data.data()) % kDirectAlign == 0;
+        if (direct && aligned) {
+            if (o.direct < 0) o.direct = ::open(path(o.id).c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+            if (o.direct >= 0) {
+                if (pwrite_all(o.direct, data.data(), data.size(), static_cast<off_t>(offset))) {
+                    direct_writes++;
+                    return Status::OK();
+                }
+                if (errno != EINVAL) return write_error(o);
+            }
+            if (direct.exchange(false))
+                JOBFS_WARN("chunk store %s: a direct write was refused (%s); writing through the page cache from now on",
+                           dir.c_str(), std::strerror(errno));
+        }
+        if (!pwrite_all(o.data, data.data(), data.size(), static_cast<off_t>(offset))) return write_error(o);
+        return Status::OK();
+    }
+    Status write_error(const Open& o) const {
+        return errno == ENOSPC ? Status(Code::no_space, "no space left for chunk " + path(o.id))
+                               : errno_status("write chunk " + path(o.id));
+    }
+
     Result<uint64_t> data_length(const Open& o) {
         struct stat st {};
         if (::fstat(o.data, &st) != 0) return errno_status("stat chunk " + path(o.id));
@@ -296,7 +331,7 @@ ChunkStore::~ChunkStore() {
     }
 }
 
-Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir, uint64_t chunk_size) {
+Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir, uint64_t chunk_size, bool direct_io) {
     if (chunk_size == 0 || chunk_size % kBlock != 0 || chunk_size > (1ull << 30))
         return Status(Code::invalid, "chunk size " + std::to_string(chunk_size) +
                                          " must be a multiple of 64 KiB, at most 1 GiB");
@@ -306,8 +341,25 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
     if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + data_dir);
     if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
     if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);
+    if (direct_io) {
+        // tmpfs, for one, refuses O_DIRECT at open: then every write goes through the page cache.
+        const std::string probe = impl->dir + "/.direct-io-probe";
+        int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ::close(fd);
+            impl->direct = true;
+        } else {
+            JOBFS_INFO("chunk store %s: no O_DIRECT here (%s); writing through the page cache", impl->dir.c_str(),
+                       std::strerror(errno));
+        }
+        ::unlink(probe.c_str());
+    }
     return std::unique_ptr<ChunkStore>(new ChunkStore(std::move(impl), chunk_size));
 }
+
+bool ChunkStore::direct_io() const { return impl_->direct; }
+
+uint64_t ChunkStore::direct_writes() const { return impl_->direct_writes; }
 
 Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> data,
                          std::span<const uint32_t> piece_crcs) {
@@ -369,9 +421,7 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
         if (we > ws) std::memcpy(block.data() + (ws - bs), data.data() + (ws - offset), we - ws);
         updated[b - first] = CrcEntry{crc32c(block.data(), be - bs), 1};
     }
-    if (!pwrite_all(f.data, data.data(), data.size(), static_cast<off_t>(offset)))
-        return errno == ENOSPC ? Status(Code::no_space, "no space left for chunk " + impl_->path(id))
-                               : errno_status("write chunk " + impl_->path(id));
+    JOBFS_RETURN_IF_ERROR(impl_->write_data(f, offset, data));
     if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(updated.data()), updated.size() * sizeof(CrcEntry),
                     static_cast<off_t>(first * sizeof(CrcEntry))))
         return errno_status("write checksums of " + impl_->path(id));

@@ -30,6 +30,7 @@ struct DaemonConfig {
     uint32_t io_threads = 4;            // io-threads: threads doing disk and SQLite work
     uint32_t busy_poll_us = 0;          // busy-poll-us: transport polling after activity
     int nice = -10;                     // nice: CPU priority of the daemon's threads (priority.h)
+    bool direct_io = true;              // direct-io: aligned chunk writes with O_DIRECT (chunk_store.h)
     std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms
     std::chrono::milliseconds startup_timeout{60000}; // startup-timeout-ms: wait for the group
     std::chrono::milliseconds heartbeat{200};          // heartbeat-ms: between heartbeats to each peer
