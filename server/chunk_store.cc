@@ -295,14 +295,13 @@ struct ChunkStore::Impl {
                              reinterpret_cast<uintptr_t>(data.data()) % kDirectAlign == 0;
         if (direct && aligned) {
             if (o.direct < 0) o.direct = ::open(path(o.id).c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
-            if (o.direct >= 0) {
-                if (pwrite_all(o.direct, data.data(), data.size(), static_cast<off_t>(offset))) {
-                    direct_writes++;
-                    return Status::OK();
-                }
-                if (errno != EINVAL) return write_error(o);
+            // (Out of descriptors, say: this write goes through the page cache, the next tries again.)
+            if (o.direct >= 0 && pwrite_all(o.direct, data.data(), data.size(), static_cast<off_t>(offset))) {
+                direct_writes++;
+                return Status::OK();
             }
-            if (direct.exchange(false))
+            if (o.direct >= 0 && errno != EINVAL) return write_error(o);
+            if (errno == EINVAL && direct.exchange(false))
                 JOBFS_WARN("chunk store %s: a direct write was refused (%s); writing through the page cache from now on",
                            dir.c_str(), std::strerror(errno));
         }

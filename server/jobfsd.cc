@@ -4,10 +4,13 @@
 // 0). Exit 1: could not start (the reason is on stderr); exit 2: bad configuration or command
 // line.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "log.h"
@@ -40,6 +43,13 @@ int main(int argc, char** argv) {
 
     // A peer or client that vanishes must cost an error, not the daemon (EPIPE, not SIGPIPE).
     ::signal(SIGPIPE, SIG_IGN);
+    // Descriptors: up to three per open chunk (data, checksums, the data again with O_DIRECT;
+    // 256 chunks kept open), one per connection of every client of the job, SQLite's. A soft
+    // limit of 1024, common under Slurm, is too tight for a large job: take the hard limit.
+    if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) JOBFS_WARN("cannot raise the open file limit: %s", std::strerror(errno));
+    }
     // Block the stop signals before any thread starts, so that only sigwait() below sees them.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);

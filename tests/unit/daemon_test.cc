@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -365,6 +366,30 @@ TEST_F(DaemonTest, EveryThreadRunsAtTheConfiguredNiceValue) {
     ASSERT_GT(nice0.size(), 3u); // main, transport, pool, ...
     for (int n : nice0) EXPECT_EQ(n, -7);
     for (int n : nice1) EXPECT_EQ(n, -10); // the default
+}
+
+// A daemon holds up to three descriptors per open chunk and one per client connection: it
+// raises its soft limit of open files to the hard one (Slurm jobs often start with 1024).
+TEST_F(DaemonTest, RaisesItsOpenFileLimitToTheHardLimit) {
+    rlimit mine{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+    if (mine.rlim_max <= 256) GTEST_SKIP() << "hard limit " << mine.rlim_max << " leaves nothing to raise";
+    rlimit low = mine;
+    low.rlim_cur = 256; // the daemons inherit this
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (int r = 0; r < kDaemons; ++r) start(r);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &mine), 0);
+    for (int r = 0; r < kDaemons; ++r) expect_ready(r);
+    std::ifstream limits("/proc/" + std::to_string(daemons[0]->pid()) + "/limits");
+    std::string line, soft, hard;
+    while (std::getline(limits, line))
+        if (line.rfind("Max open files", 0) == 0) {
+            std::istringstream in(line.substr(std::string("Max open files").size()));
+            in >> soft >> hard;
+        }
+    const std::string want = mine.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(mine.rlim_max);
+    EXPECT_EQ(soft, want);
+    EXPECT_EQ(hard, want);
 }
 
 TEST_F(DaemonTest, KilledDaemonGivesPromptErrorsOthersServe) {
