@@ -100,9 +100,12 @@ check "bad S3 URL is refused" sh -c "'$J' stage-in s3:/bkt jobfs:/bad/ 2>'$tmp/e
 check "upload a small set" sh -c "'$J' stage-out '$src/set 2' s3://bkt/del/ --progress none >/dev/null 2>&1"
 victim=$(cd "$src/set 2" && ls alpha | sed -n 1p)
 other=$(cd "$src/set 2" && ls alpha | sed -n 2p)
-JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS=1500 "$J" stage-in s3://bkt/del/ jobfs:/del/ --progress none > "$tmp/d.out" 2> "$tmp/d.err" &
+JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS=3000 "$J" stage-in s3://bkt/del/ jobfs:/del/ --progress none > "$tmp/d.out" 2> "$tmp/d.err" &
 stager=$!
-sleep 0.7
+# Once it says the listing is done (it then pauses 3 s): not after a fixed sleep, which a
+# loaded machine's slow start lost (the object went before it was listed).
+n=0
+while ! grep -q 'listed .* pausing' "$tmp/d.err" 2>/dev/null && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
 s3curl -X DELETE "http://127.0.0.1:$port/bkt/del/alpha/$(python3 -c 'import sys,urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$victim")" >/dev/null
 wait $stager
 check "object deleted during staging: exit 1" test $? -eq 1

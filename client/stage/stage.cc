@@ -535,8 +535,14 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         tree = o.in ? !where.empty() : !(items.size() == 1 && items[0].path == src->path);
         manifest_at = where;
     }
-    if (const char* pause = std::getenv("JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS"))  // fault injection (tests)
+    if (const char* pause = std::getenv("JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS")) { // fault injection (tests)
+        // Said first, so that a test changes the store once the listing is done, however
+        // long the start took (a fixed sleep in the test lost that race on a loaded machine).
+        std::fprintf(stderr, "%s: listed %zu objects; pausing %s ms (JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS)\n", verb,
+                     items.size(), pause);
+        std::fflush(stderr);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(pause)));
+    }
 
     // This rank's share, and resume: what a previous run completed is left alone.
     std::vector<Item*> mine;
