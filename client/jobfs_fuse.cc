@@ -686,10 +686,9 @@ void usage(FILE* out) {
 Status set_priority(int wanted) {
     const bool given = wanted != kNiceUnset;
     const int nice = given ? wanted : kDefaultNice;
-    if (nice < -20 || nice > 19) return Status(Code::invalid, "nice=" + std::to_string(nice) + ": not a nice value (-20 to 19)");
     if (nice == jobfs::daemon_priority_get()) return Status::OK();
     Status s = jobfs::daemon_priority_set(nice);
-    return s.ok() || !given ? Status::OK() : s.with_context("-o nice");
+    return s.ok() || !given ? Status::OK() : s;
 }
 
 int fail_start(const char* what) {

@@ -32,11 +32,6 @@ std::shared_ptr<IoBuffer> BufferPool::get(size_t size) {
     return std::shared_ptr<IoBuffer>(new IoBuffer(state_, p, size, capacity));
 }
 
-size_t BufferPool::kept_bytes() const {
-    std::lock_guard l(state_->mu);
-    return state_->kept;
-}
-
 IoBuffer::~IoBuffer() {
     {
         std::lock_guard l(pool_->mu);

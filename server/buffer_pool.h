@@ -34,8 +34,6 @@ public:
 
     // A buffer of `size` bytes (contents undefined), page-aligned.
     std::shared_ptr<IoBuffer> get(size_t size);
-    // Bytes of idle buffers kept for reuse.
-    size_t kept_bytes() const;
 
 private:
     friend class IoBuffer;

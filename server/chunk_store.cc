@@ -341,7 +341,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
     if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
     if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);
     if (direct_io) {
-        // tmpfs, for one, refuses O_DIRECT at open: then every write goes through the page cache.
+        // Some file systems (tmpfs before Linux 6.6) refuse O_DIRECT at open: then every write
+        // goes through the page cache.
         const std::string probe = impl->dir + "/.direct-io-probe";
         int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
         if (fd >= 0) {

@@ -9,11 +9,12 @@
 // length and memory are page-aligned (the daemon's receive buffers are, server/buffer_pool.h)
 // goes to the disk with O_DIRECT, without a copy into the page cache. Why: on this 2-core
 // machine the page cache's first touch of every written page was the largest single cost of
-// a checkpoint write (a 1 GiB write through ad_jobfs went from 0.28-0.40x to 1.04-1.36x of
-// ROMIO's ufs driver with it, bench/run mpiio-ckpt). 3FS stores its chunks the same way.
+// a checkpoint write (a 1 GiB contiguous write through ad_jobfs went from 0.28-0.40x to
+// 1.08-1.37x of ROMIO's ufs driver with it, bench/run mpiio-ckpt). 3FS stores its chunks the same way.
 // Reads stay buffered (re-reads of training samples hit the page cache). Other writes (small,
 // unaligned, a resync's copy) go through the page cache; the kernel keeps the two coherent.
-// A file system without O_DIRECT (tmpfs) is found at open and written through the page cache.
+// A file system without O_DIRECT (tmpfs before Linux 6.6) is found at open and written through
+// the page cache.
 //
 // A full disk: a write first reserves its range with fallocate(), so ENOSPC is reported before
 // a single byte of the chunk changes, and a failed write never leaves a half-written chunk
@@ -64,7 +65,7 @@ public:
 
     // Whether aligned writes go with O_DIRECT (asked for, and the file system allows it).
     bool direct_io() const;
-    // Writes that went with O_DIRECT since open (tests, status).
+    // Writes that went with O_DIRECT since open (for tests).
     uint64_t direct_writes() const;
 
     // Writes data at offset within the chunk (offset + size <= chunk_size). piece_crcs, if

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hostlist.h"
+#include "priority.h"
 
 namespace jobfs::server {
 namespace po = boost::program_options;
@@ -95,7 +96,7 @@ struct Table {
             return Status(Code::invalid, "rank " + std::to_string(c.rank) + " is past the " +
                                              std::to_string(c.daemons.size()) + " daemons listed");
         if (c.io_threads == 0 || c.io_threads > 256) return Status(Code::invalid, "io-threads must be 1 to 256");
-        if (c.nice < -20 || c.nice > 19) return Status(Code::invalid, "nice must be -20 to 19");
+        if (!daemon_nice_valid(c.nice)) return Status(Code::invalid, "nice must be -20 to 19");
         if (c.log_level != "error" && c.log_level != "warn" && c.log_level != "info" && c.log_level != "debug")
             return Status(Code::invalid, "log-level must be error, warn, info or debug");
         return Status::OK();

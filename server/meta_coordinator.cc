@@ -131,10 +131,7 @@ uint64_t MetaCoordinator::done_below() {
 
 Result<RenameInsertResult> MetaCoordinator::rename_insert_at(const Intent& in) {
     const uint32_t s = proto::shard_of(in.new_parent);
-    if (s == rank_) {
-        shard_.note_intents_done(done_below());
-        return shard_.rename_insert(in.id, in.new_parent, in.new_name, in.ino, in.type, in.expect_ino);
-    }
+    if (s == rank_) return shard_.rename_insert(in.id, in.new_parent, in.new_name, in.ino, in.type, in.expect_ino);
     auto r = step_call<proto::PeerRenameInsert>(s, proto::RenameInsertRequest{in.id, in.new_parent, in.new_name, in.ino, static_cast<uint8_t>(in.type),
                                         in.expect_ino, done_below()});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
@@ -147,20 +144,14 @@ Result<RenameInsertResult> MetaCoordinator::rename_insert_at(const Intent& in) {
 
 Result<UnlinkResult> MetaCoordinator::nlink_at(uint64_t intent, IntentStep step, uint64_t ino, int delta) {
     const uint32_t s = proto::shard_of(ino);
-    if (s == rank_) {
-        shard_.note_intents_done(done_below());
-        return shard_.adjust_nlink_once(intent, step, ino, delta);
-    }
+    if (s == rank_) return shard_.adjust_nlink_once(intent, step, ino, delta);
     auto r = step_call<proto::PeerAdjustNlink>(s, proto::NlinkRequest{intent, uint32_t(step), ino, delta, done_below()});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return from_wire(*r);
 }
 
 Result<std::optional<int64_t>> MetaCoordinator::abort_at(uint32_t s, uint64_t intent, IntentStep step) {
-    if (s == rank_) {
-        shard_.note_intents_done(done_below());
-        return shard_.abort_step_result(intent, step);
-    }
+    if (s == rank_) return shard_.abort_step_result(intent, step);
     auto r = step_call<proto::PeerAbortStep>(s, proto::StepRequest{intent, uint32_t(step), s, done_below()});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     if (!r->ran) return std::optional<int64_t>();
@@ -168,10 +159,7 @@ Result<std::optional<int64_t>> MetaCoordinator::abort_at(uint32_t s, uint64_t in
 }
 
 Result<Attr> MetaCoordinator::create_inode_at(uint32_t s, uint64_t intent, const Attr& tmpl) {
-    if (s == rank_) {
-        shard_.note_intents_done(done_below());
-        return shard_.create_inode_once(intent, tmpl);
-    }
+    if (s == rank_) return shard_.create_inode_once(intent, tmpl);
     auto r = step_call<proto::PeerCreateInode>(s, proto::CreateInodeRequest{to_wire(tmpl), tmpl.parent, intent, s, done_below()});
     if (!r.ok()) return r.status().with_context("daemon " + std::to_string(s));
     return from_wire(*r);

@@ -77,7 +77,8 @@ private:
     static constexpr std::chrono::seconds kStepRetry{20};
     template <class Rpc>
     Result<typename Rpc::Response> step_call(uint32_t s, const typename Rpc::Request& req);
-    // What the steps say as done_below: this shard's oldest unfinished intent (0 if unknown).
+    // What steps sent to other shards say as done_below: this shard's oldest unfinished intent
+    // (0 if unknown).
     uint64_t done_below();
     Result<RenameInsertResult> rename_insert_at(const Intent& in);
     Result<UnlinkResult> nlink_at(uint64_t intent, IntentStep step, uint64_t ino, int delta);

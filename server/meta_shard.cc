@@ -1308,10 +1308,19 @@ struct MetaShard::Impl {
     }
 
     Status record_applied(uint64_t intent, IntentStep step, int64_t result) {
-        // The finished intents of the same coordinator go in the same transaction.
-        if (auto it = intents_done_below.find(shard_of(intent)); it != intents_done_below.end())
-            JOBFS_RETURN_IF_ERROR(run("DELETE FROM applied WHERE intent >= ? AND intent < ?",
-                                      make_ino(shard_of(intent), 0), it->second));
+        // The finished intents of the same coordinator go in the same transaction: this
+        // shard's own are known here, another shard's from what its steps said.
+        const uint32_t coordinator = shard_of(intent);
+        uint64_t below = 0;
+        if (coordinator == shard_id) {
+            auto own = do_intents_done_below();
+            if (!own.ok()) return own.status();
+            below = *own;
+        } else if (auto it = intents_done_below.find(coordinator); it != intents_done_below.end()) {
+            below = it->second;
+        }
+        if (below != 0)
+            JOBFS_RETURN_IF_ERROR(run("DELETE FROM applied WHERE intent >= ? AND intent < ?", make_ino(coordinator, 0), below));
         return run("INSERT INTO applied(intent, step, result) VALUES(?, ?, ?)", intent, step, result);
     }
 

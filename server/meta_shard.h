@@ -298,7 +298,8 @@ public:
     // of shard_of(id) below id is finished: the next step recorded here drops their records
     // in its own transaction (so the table stays as small as the intents in flight, instead of
     // growing by a row per cross-shard mkdir, rename or link). Kept in memory: a new primary
-    // starts trimming with the first step it is sent.
+    // starts trimming with the first step it is sent. This shard's own intents need no note:
+    // their steps here read the intent log in the same transaction.
     void note_intents_done(uint64_t done_below);
     // rename: makes (parent, name) name ino, replacing the entry expect_ino (0: none may be
     // there); busy if the entry changed since the coordinator looked.

@@ -16,9 +16,13 @@
 
 namespace jobfs {
 
+// Whether nice is a nice value at all (-20 to 19).
+bool daemon_nice_valid(int nice);
+
 // Sets the nice value of the calling thread, which the threads it starts later inherit: call
-// it before the daemon starts any. A value the process may not take (a negative one without
-// root or RLIMIT_NICE) fails with Code::permission and changes nothing.
+// it before the daemon starts any. A value out of range fails with Code::invalid; one the
+// process may not take (a negative one without root or RLIMIT_NICE) with Code::permission.
+// Either changes nothing.
 Status daemon_priority_set(int nice);
 
 // The nice value of the calling thread.

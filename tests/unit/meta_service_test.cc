@@ -319,8 +319,8 @@ TEST_F(MetaServiceTest, StepRecordsOfFinishedIntentsAreForgotten) {
     EXPECT_TRUE(no_intents());
     // At most the records of the last intent of each coordinator per shard stay.
     EXPECT_LE(applied(), before + 2 * kDaemons * kDaemons) << "of " << cross << " cross-shard mkdirs and 40 renames";
-    // And a repeat of a step of a live intent still finds its record (idempotence kept):
-    // the records of intents still in the log are never taken.
+    // Every renamed file is there, linked once (MetaShardTest.StepRecordsGoOnlyBelowWhat...
+    // checks that a live intent's records stay, so that its repeats are still no-ops).
     for (int i = 0; i < 40; ++i) {
         auto g = lookup(d1, "g" + std::to_string(i));
         ASSERT_TRUE(g.ok()) << g.status().to_string();

@@ -114,6 +114,39 @@ protected:
 
 // ---- opening -------------------------------------------------------------------------------
 
+// Step records of another shard's intents go once that shard said their intents are done,
+// and only those: a repeat of a step of an intent still in its coordinator's log must still
+// find its record (and answer as the first did).
+TEST_F(MetaShardTest, StepRecordsGoOnlyBelowWhatTheirCoordinatorSaidIsDone) {
+    Attr tmpl;
+    tmpl.type = FileType::directory;
+    tmpl.mode = S_IFDIR | 0755;
+    tmpl.nlink = 2;
+    tmpl.parent = kRootIno;
+    auto applied = [&] { return m().counts()->applied; };
+    ASSERT_TRUE(m().create_inode_once(make_ino(1, 5), tmpl).ok());
+    // Shard 1: everything below intent 6 is done. The next step here drops 5's record only.
+    m().note_intents_done(make_ino(1, 6));
+    auto six = m().create_inode_once(make_ino(1, 6), tmpl);
+    ASSERT_TRUE(six.ok()) << six.status().to_string();
+    EXPECT_EQ(applied(), 1u);
+    auto again = m().create_inode_once(make_ino(1, 6), tmpl);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->ino, six->ino) << "a repeat of a live intent's step made a second inode";
+    // An older word changes nothing; a newer one takes 6's record with the next step.
+    m().note_intents_done(make_ino(1, 5));
+    ASSERT_TRUE(m().create_inode_once(make_ino(1, 7), tmpl).ok());
+    EXPECT_EQ(applied(), 2u);
+    m().note_intents_done(make_ino(1, 8));
+    ASSERT_TRUE(m().create_inode_once(make_ino(1, 8), tmpl).ok());
+    EXPECT_EQ(applied(), 1u);
+    // Another coordinator's records are not touched by shard 1's word.
+    ASSERT_TRUE(m().create_inode_once(make_ino(2, 3), tmpl).ok());
+    m().note_intents_done(make_ino(1, 9));
+    ASSERT_TRUE(m().create_inode_once(make_ino(1, 9), tmpl).ok());
+    EXPECT_EQ(applied(), 2u);
+}
+
 TEST_F(MetaShardTest, NewShardZeroHasRoot) {
     Attr root = attr(kRootIno);
     EXPECT_EQ(root.type, FileType::directory);

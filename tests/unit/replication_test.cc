@@ -658,31 +658,33 @@ std::vector<uint8_t> chunk_on_disk(const std::string& dir, uint32_t rank, uint64
 const std::vector<std::string> kResyncArgs = {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800",
                                               "--heartbeat-ms", "100", "--log-level", "info"};
 
+// Writes d at off of path (created if needed, with flags) and closes it; the file's inode.
+uint64_t write_file(Client& cl, const std::string& path, uint64_t off, const std::vector<uint8_t>& d, int flags = 0) {
+    auto f = cl.open(path, O_WRONLY | O_CREAT | flags, 0644);
+    EXPECT_TRUE(f.ok()) << path;
+    if (!f.ok()) return 0;
+    Status s = cl.pwrite(**f, off, d);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(cl.close(**f).ok());
+    return (*f)->ino;
+}
+
 TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     test::TempDir dir("jobfs-repl-resync");
     auto sc = start_small(dir.path(), kResyncArgs);
     ASSERT_TRUE(sc.ok()) << sc.status().to_string();
     auto* cluster = &sc->cluster;
     Client& cl = *sc->client;
-    auto write = [&](const std::string& path, uint64_t off, const std::vector<uint8_t>& d, int flags) -> uint64_t {
-        auto f = cl.open(path, O_WRONLY | O_CREAT | flags, 0644);
-        EXPECT_TRUE(f.ok());
-        if (!f.ok()) return 0;
-        Status s = cl.pwrite(**f, off, d);
-        EXPECT_TRUE(s.ok()) << s.to_string();
-        EXPECT_TRUE(cl.close(**f).ok());
-        return (*f)->ino;
-    };
     auto a_data = pattern(8 << 20, 21);
-    const uint64_t a = write("/a", 0, a_data, 0);
+    const uint64_t a = write_file(cl, "/a", 0, a_data, 0);
     (*cluster)->kill(2);
     // (up to 5 s of silence, then the manager; slower under ASan on a loaded machine)
     ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonOffline, std::chrono::seconds(30)));
     // Missed by daemon 2: a new file, and the first 3 MiB of /a rewritten.
     auto b_data = pattern(6 << 20, 22);
-    const uint64_t b = write("/b", 0, b_data, 0);
+    const uint64_t b = write_file(cl, "/b", 0, b_data, 0);
     const auto patch = pattern(3 << 20, 23);
-    write("/a", 0, patch, 0);
+    write_file(cl, "/a", 0, patch, 0);
     std::copy(patch.begin(), patch.end(), a_data.begin());
 
     ASSERT_TRUE((*cluster)->restart(2).ok());
@@ -793,12 +795,7 @@ TEST(ReplicationResync, ChunksOfFilesDeletedMeanwhileAreRemovedOpenOnesKept) {
     };
     auto write = [&](const std::string& path, uint8_t seed) -> Written {
         Written w{0, pattern(6 << 20, seed)};
-        auto f = cl.open(path, O_WRONLY | O_CREAT, 0644);
-        EXPECT_TRUE(f.ok());
-        if (!f.ok()) return w;
-        EXPECT_TRUE(cl.pwrite(**f, 0, w.data).ok());
-        EXPECT_TRUE(cl.close(**f).ok());
-        w.ino = (*f)->ino;
+        w.ino = write_file(cl, path, 0, w.data);
         return w;
     };
     // The chunks of `ino` that daemon 2 holds on its disk, of those its chains give it.
