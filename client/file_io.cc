@@ -138,8 +138,9 @@ std::vector<uint32_t> chain_ranks(const Chain& c) {
 
 } // namespace
 
-FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout, ReconnectFn reconnect)
-    : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)) {}
+FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout, ReconnectFn reconnect,
+               std::shared_ptr<LocalReads> local)
+    : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)), local_(std::move(local)) {}
 
 transport::Endpoint FileIO::endpoint(uint32_t rank) const {
     std::lock_guard l(eps_mu_);
@@ -320,6 +321,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
         Chain chain;
         uint32_t tries = 0;   // replicas asked so far
         bool to_tail = false; // a dirty replica sent us to the tail
+        bool local_failed = false; // a local read of it did not add up: the ordinary way now
         bool done = false;
         Status status;        // of the last try
         proto::ChunkReadResponse reply;
@@ -370,13 +372,22 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                 }
             }
             const ChunkPiece& p = pieces[i];
+            const bool try_local = local_ && !sl.local_failed && p.length >= LocalReads::kMinLength;
             sl.rank = sl.to_tail ? sl.chain.tail()
                                  : sl.chain.ranks[(ino + p.chunk_index + turn + sl.tries) % sl.chain.length];
+            // A first try goes to a replica on this node if there is one: its bytes need no transport.
+            if (try_local && !sl.to_tail && sl.tries == 0 && !local_->available(sl.rank))
+                for (uint32_t k = 0; k < sl.chain.length; ++k)
+                    if (local_->available(sl.chain.ranks[k])) {
+                        sl.rank = sl.chain.ranks[k];
+                        break;
+                    }
             sl.tries++;
             CallOptions o;
             o.timeout = timeout_;
             o.bulk_in = out.subspan(p.offset_in_buffer, p.length);
             proto::ChunkReadRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(sl.chain), t.version};
+            req.local = try_local && local_->available(sl.rank);
             if (!fan.acquire()) break;
             asked.push_back(i);
             const Endpoint ep = endpoint(sl.rank);
@@ -392,6 +403,18 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             });
         }
         JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
+        // Local reads: every piece's chunk file is opened (and a cold range asked of the disk)
+        // before the first is read.
+        std::vector<LocalReads::Piece> local_pieces(pieces.size());
+        std::vector<Result<LocalReads::File>> local_files;
+        local_files.reserve(pieces.size());
+        for (size_t i = 0; i < pieces.size(); ++i) local_files.emplace_back(Status(Code::invalid, "not a local read"));
+        for (size_t i : asked) {
+            const Slot& sl = slots[i];
+            if (!local_ || !sl.status.ok() || !sl.reply.local || sl.reply.length > pieces[i].length) continue;
+            local_pieces[i] = {sl.rank, ino, pieces[i].chunk_index, pieces[i].offset_in_chunk, &sl.reply};
+            local_files[i] = local_->open(local_pieces[i]);
+        }
         std::set<uint32_t> broken; // reconnected once each after the round
         for (size_t i : asked) {
             Slot& sl = slots[i];
@@ -406,6 +429,22 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                 sl.to_tail = true;
                 sl.status = Status(Code::again, "chunk read of inode " + std::to_string(ino) + " chunk " +
                                                      std::to_string(p.chunk_index) + ": the tail did not answer");
+                continue;
+            }
+            if (r.local && r.length <= p.length) {
+                // Local read (local_reads.h): the bytes are ours to read from the chunk file.
+                Status ls = local_files[i].ok() ? local_->read(*local_files[i], local_pieces[i],
+                                                              out.subspan(p.offset_in_buffer, r.length))
+                                                : local_files[i].status();
+                local_files[i] = Status(Code::invalid, "read"); // closed now, not at the end of the round
+                if (ls.ok()) {
+                    sl.done = true;
+                    continue;
+                }
+                JOBFS_INFO("%s; reading it over the transport", ls.message().c_str());
+                sl.local_failed = true;
+                sl.tries--; // not a replica's failure: ask again, the ordinary way
+                sl.status = ls;
                 continue;
             }
             if (r.length > p.length || sl.bulk != r.length) {

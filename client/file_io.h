@@ -24,11 +24,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
 
 #include "client/layout.h"
+#include "client/local_reads.h"
 #include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
@@ -45,8 +47,11 @@ public:
     // Connects afresh to daemon `rank` (it was restarted): endpoints that broke are replaced.
     using ReconnectFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
 
+    // `local`: reads of this node's daemons' chunks from their files (local_reads.h); none: all
+    // bytes come over the transport.
     explicit FileIO(std::vector<transport::Endpoint> daemons,
-                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000}, ReconnectFn reconnect = {});
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds{30000}, ReconnectFn reconnect = {},
+                    std::shared_ptr<LocalReads> local = {});
 
     // Writes `data` at `offset` of file `ino`.
     Status pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const;
@@ -67,6 +72,8 @@ public:
     Status sync(uint64_t ino, const Layout& layout, uint64_t size) const;
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(daemons_.size()); }
+    // Pieces read from this node's chunk files (local_reads.h) so far.
+    uint64_t local_reads() const { return local_ ? local_->reads() : 0; }
 
     // The chain table in use (docs/replication.md): fetched from the daemons at first use and
     // again whenever a chain member fails or a daemon says ours is stale. Version 0: no table
@@ -104,6 +111,7 @@ private:
     std::chrono::milliseconds timeout_;
     mutable std::mutex eps_mu_; // guards daemons_ (heal replaces endpoints)
     ReconnectFn reconnect_;
+    std::shared_ptr<LocalReads> local_;
     mutable std::atomic<uint64_t> read_turn_{0};
     mutable std::mutex table_mu_;
     mutable proto::ChainTable table_;

@@ -5,6 +5,7 @@ noinst_LTLIBRARIES += client/libjobfs_client.la
 client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
 	client/file_io.h client/file_io.cc \
+	client/local_reads.h client/local_reads.cc \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \
@@ -20,6 +21,13 @@ tests_unit_file_io_test_SOURCES = tests/unit/file_io_test.cc
 tests_unit_file_io_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_file_io_test_LDADD = client/libjobfs_client.la server/libjobfs_server.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/file_io_test
+
+# Local reads: a real LocalReadServer and ChunkStore in the test, the reader of client/.
+check_PROGRAMS += tests/unit/local_reads_test
+tests_unit_local_reads_test_SOURCES = tests/unit/local_reads_test.cc
+tests_unit_local_reads_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_local_reads_test_LDADD = client/libjobfs_client.la server/libjobfs_server.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/local_reads_test
 
 # libjobfs against three real jobfsd processes (LocalCluster starts the jobfsd of this tree).
 check_PROGRAMS += tests/unit/client_test

@@ -44,7 +44,10 @@ public:
     ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool, uint32_t rank = 0,
                  PeerFn peer = {}, TableVersionFn table_version = {});
 
-    // Counters for status and tests.
+    // Whether reads that say they come from this node may be answered for the reader to read
+    // the chunk file itself (ChunkReadRequest::local; the daemon's local-reads item, which also
+    // starts the server/local_read_server.h socket through which such readers open the files).
+    void allow_local_reads(bool on) { local_reads_ = on; }
 
     // Reads a whole chunk from another replica and stores it here in place of the local copy
     // (repair after a checksum error; resync). Blocking: call on the pool only.
@@ -104,6 +107,7 @@ private:
     std::mutex versions_mu_;
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
+    std::atomic<bool> local_reads_{false};
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
 };
 

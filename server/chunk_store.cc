@@ -476,6 +476,39 @@ Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> 
     return static_cast<size_t>(end - offset);
 }
 
+Result<ChunkStore::View> ChunkStore::describe(ChunkId id, uint64_t offset, uint64_t size) {
+    View v;
+    if (offset >= chunk_size_ || size == 0) return v;
+    std::lock_guard lock(impl_->lock_for(id));
+    auto h = impl_->open_chunk(id, false);
+    if (!h.ok()) return h.status().code() == Code::not_found ? Result<View>(v) : Result<View>(h.status());
+    Impl::Open& f = **h;
+    struct stat st {};
+    if (::fstat(f.data, &st) != 0) return errno_status("stat chunk " + impl_->path(id));
+    v.length = static_cast<uint64_t>(st.st_size);
+    v.file_dev = static_cast<uint64_t>(st.st_dev);
+    v.file_ino = static_cast<uint64_t>(st.st_ino);
+    if (offset >= v.length) return v;
+    const uint64_t end = std::min<uint64_t>(v.length, offset + size);
+    const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
+    auto crcs = impl_->load_crcs(f, b0, b1 - b0 + 1);
+    if (!crcs.ok()) return crcs.status();
+    v.first_block = b0;
+    v.crcs.reserve(crcs->size());
+    for (size_t i = 0; i < crcs->size(); ++i) {
+        v.crcs.push_back((*crcs)[i].crc);
+        if (!(*crcs)[i].written) v.holes.push_back(static_cast<uint32_t>(i));
+    }
+    return v;
+}
+
+Result<int> ChunkStore::open_for_reader(ChunkId id) {
+    const std::string p = impl_->path(id);
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? Status(Code::not_found, "no chunk " + p) : errno_status("open chunk " + p);
+    return fd;
+}
+
 Status ChunkStore::truncate(ChunkId id, uint64_t length) {
     if (length > chunk_size_) return Status(Code::invalid, "truncate past the chunk size");
     std::lock_guard lock(impl_->lock_for(id));

@@ -81,6 +81,19 @@ public:
     // block is returned.
     Result<size_t> read(ChunkId id, uint64_t offset, std::span<uint8_t> out,
                         std::vector<uint32_t>* piece_crcs = nullptr);
+    // What a local reader (docs/design.md, "Local reads") needs to read [offset, offset + size)
+    // of the chunk from its file itself and check it, without this daemon touching the bytes.
+    struct View {
+        uint64_t length = 0;       // the chunk file's length (0: no such chunk)
+        uint64_t first_block = 0;  // the block holding offset
+        std::vector<uint32_t> crcs; // stored CRC32C of every block the range touches
+        std::vector<uint32_t> holes; // indexes (from first_block) of blocks never written
+        uint64_t file_dev = 0, file_ino = 0; // the chunk file (fstat), to match a reader's descriptor
+    };
+    Result<View> describe(ChunkId id, uint64_t offset, uint64_t size);
+    // A read-only descriptor of the chunk's data file (Code::not_found: no such chunk), for a
+    // local reader; the caller owns it.
+    Result<int> open_for_reader(ChunkId id);
     // Cuts or extends (with a hole) the chunk to length bytes.
     Status truncate(ChunkId id, uint64_t length);
     // Length of the chunk's data (0 if absent).

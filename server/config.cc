@@ -55,6 +55,7 @@ struct Table {
             ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
             ("nice", po::value(&c.nice)->default_value(c.nice), "CPU priority of the daemon (-20 to 19): ahead of MPI ranks that busy-wait (a negative value needs root)")
             ("direct-io", po::value(&c.direct_io)->default_value(c.direct_io), "write aligned chunk pieces to the disk with O_DIRECT, past the page cache (true/false; off by itself where the file system has no O_DIRECT)")
+            ("local-reads", po::value(&c.local_reads)->default_value(c.local_reads), "let clients on this node read large ranges of chunks from the chunk files themselves, checked against the stored checksums (true/false)")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
             ("startup-timeout-ms", po::value(&startup_timeout_ms)->default_value(startup_timeout_ms), "how long to wait for the whole group at start")
             ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "milliseconds between heartbeats to each peer daemon")

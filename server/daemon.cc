@@ -18,6 +18,7 @@
 #include "log.h"
 #include "server/bootstrap_pmix.h"
 #include "server/chunk_service.h"
+#include "server/local_read_server.h"
 #include "server/chunk_store.h"
 #include "server/meta_service.h"
 #include "server/membership.h"
@@ -40,6 +41,7 @@ struct Daemon::Parts {
     std::unique_ptr<transport::Worker> worker;
     std::unique_ptr<Membership> membership;
     std::unique_ptr<ChunkService> chunk_service;
+    std::unique_ptr<LocalReadServer> local_reads; // local-reads: chunk files for readers on this node
     std::unique_ptr<MetaService> meta_service;
     std::unique_ptr<Resync> resync;
     std::mutex peers_mu; // guards peers, started: filled at start while requests may already arrive
@@ -210,6 +212,16 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     p.meta_service = std::make_unique<MetaService>(*p.worker, hosted, rank, size, peer,
                                                    [membership] { return membership->table(); }, *p.pool);
     p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
+    if (config.local_reads) {
+        // Without it readers get every byte over the transport: slower, never wrong.
+        auto lr = LocalReadServer::start(*p.chunks, *secret, rank);
+        if (lr.ok()) {
+            p.local_reads = std::move(*lr);
+            p.chunk_service->allow_local_reads(true);
+        } else {
+            JOBFS_WARN("local reads are off: %s", lr.status().message().c_str());
+        }
+    }
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();
     d->port_ = *port;
@@ -352,6 +364,7 @@ void Daemon::stop() {
         p.peers.clear();
     }
     p.worker.reset();      // connections flushed and closed
+    p.local_reads.reset();
     p.chunk_service.reset();
     p.resync.reset();
     p.meta_service.reset();

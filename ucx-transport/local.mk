@@ -13,6 +13,7 @@ ucx_transport_libjobfs_transport_la_SOURCES = \
 	ucx-transport/cluster_descriptor.h ucx-transport/cluster_descriptor.cc \
 	ucx-transport/hostlist.h ucx-transport/hostlist.cc \
 	ucx-transport/priority.h ucx-transport/priority.cc \
+	ucx-transport/local_read_socket.h ucx-transport/local_read_socket.cc \
 	ucx-transport/rpc.h \
 	ucx-transport/daemon_protocol.h
 ucx_transport_libjobfs_transport_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)

@@ -32,12 +32,13 @@ protected:
         dir = ::mkdtemp(tmpl);
         start();
     }
-    void start() {
+    void start(const std::vector<std::string>& more_args = {}) {
         LocalClusterOptions o;
         o.jobfsd = jobfsd_path();
         o.dir = dir;
         o.daemons = 3;
         o.extra_args = {"--chunk-size", "1M"};
+        o.extra_args.insert(o.extra_args.end(), more_args.begin(), more_args.end());
         auto c = LocalCluster::start(o);
         ASSERT_TRUE(c.ok()) << c.status().to_string();
         cluster = std::move(*c);
@@ -233,6 +234,39 @@ TEST_F(ClientTest, OtherHandlesTruncateAndSettledWritesAreSeen) {
     ASSERT_TRUE(client->close(**a).ok());
     ASSERT_TRUE((*c2)->close(**b).ok());
     EXPECT_EQ(client->stat("/two")->size, 9010u);
+}
+
+// The daemons run on this node: large reads take the bytes from the chunk files (local reads,
+// client/local_reads.h), small ones and unaligned edges come right too, and with the daemons'
+// local-reads off every byte comes over the transport.
+TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
+    const auto data = pattern((6 << 20) + 12345, 31);
+    ASSERT_TRUE(write_file("/local", data).ok());
+    const uint64_t before = client->io().local_reads();
+    auto back = read_file("/local");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, data);
+    // One per whole 1 MiB chunk; the last piece, 12345 bytes, is too small to be worth it.
+    EXPECT_EQ(client->io().local_reads() - before, 6u);
+    auto f = client->open("/local", O_RDONLY);
+    ASSERT_TRUE(f.ok());
+    for (auto [off, len] : std::vector<std::pair<uint64_t, uint64_t>>{{1, 4096}, {(1 << 20) - 7, 300000}, {5 << 20, 2 << 20}}) {
+        std::vector<uint8_t> part(len);
+        auto n = client->pread(**f, off, part);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        ASSERT_EQ(*n, std::min<uint64_t>(len, data.size() - off));
+        EXPECT_TRUE(std::equal(part.begin(), part.begin() + static_cast<std::ptrdiff_t>(*n), data.begin() + static_cast<std::ptrdiff_t>(off)));
+    }
+    ASSERT_TRUE(client->close(**f).ok());
+
+    // The same data served by daemons started with local reads off.
+    client.reset();
+    cluster.reset();
+    start({"--local-reads", "false"});
+    auto again = read_file("/local");
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ(*again, data);
+    EXPECT_EQ(client->io().local_reads(), 0u);
 }
 
 TEST_F(ClientTest, SparseFilesReadZerosInHoles) {

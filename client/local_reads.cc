@@ -1,0 +1,207 @@
+// local_reads.cc: see local_reads.h.
+#include "client/local_reads.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+
+#include "block_crc.h"
+#include "local_read_socket.h"
+#include "log.h"
+
+namespace jobfs::client {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kRetryAfter = std::chrono::seconds(5);
+constexpr auto kConnectTimeout = std::chrono::milliseconds(1000);
+constexpr uint64_t kBlock = transport::kCrcBlock;
+// Whole blocks are read in runs of this many and checked right after, while they are still
+// in the CPU's cache.
+constexpr uint64_t kRunBlocks = 8;
+
+bool pread_all(int fd, uint8_t* p, size_t n, uint64_t off) {
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t r = ::pread(fd, p + done, n - done, static_cast<off_t>(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        done += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+
+} // namespace
+
+struct LocalReads::Daemon {
+    std::mutex mu; // guards sock and next_try; a request and its reply go under it
+    int sock = -1;
+    Clock::time_point next_try{};
+};
+
+LocalReads::LocalReads(std::string secret, uint32_t daemons) : secret_(std::move(secret)) {
+    for (uint32_t r = 0; r < daemons; ++r) daemons_.push_back(std::make_unique<Daemon>());
+}
+
+LocalReads::~LocalReads() {
+    for (auto& d : daemons_)
+        if (d->sock >= 0) ::close(d->sock);
+}
+
+uint64_t LocalReads::reads() const { return reads_.load(std::memory_order_relaxed); }
+
+bool LocalReads::available(uint32_t rank) {
+    if (rank >= daemons_.size()) return false;
+    Daemon& d = *daemons_[rank];
+    std::lock_guard lock(d.mu);
+    if (d.sock >= 0) return true;
+    if (Clock::now() < d.next_try) return false;
+    auto s = transport::local_read_connect(transport::local_read_socket_name(secret_, rank), secret_, kConnectTimeout);
+    if (!s.ok()) {
+        // Not on this node (the usual case for most daemons of a job), or refused.
+        if (s.status().code() != Code::not_found) JOBFS_INFO("local reads from daemon %u: %s", rank, s.status().message().c_str());
+        d.next_try = Clock::now() + kRetryAfter;
+        return false;
+    }
+    d.sock = *s;
+    JOBFS_DEBUG("local reads from daemon %u", rank);
+    return true;
+}
+
+Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) {
+    Daemon& d = *daemons_.at(rank);
+    std::lock_guard lock(d.mu);
+    if (d.sock < 0) return Status(Code::peer_gone, "no local-read connection to daemon " + std::to_string(rank));
+    auto fd = transport::local_read_request_fd(d.sock, ino, index);
+    if (!fd.ok() && fd.status().code() != Code::not_found) {
+        // The daemon went away, or the connection is out of step: start afresh later.
+        ::close(d.sock);
+        d.sock = -1;
+        d.next_try = Clock::now() + kRetryAfter;
+    }
+    return fd;
+}
+
+LocalReads::File& LocalReads::File::operator=(File&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.fd_;
+        o.fd_ = -1;
+    }
+    return *this;
+}
+
+LocalReads::File::~File() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+std::string describe(const LocalReads::Piece& p) {
+    return "local read of inode " + std::to_string(p.ino) + " chunk " + std::to_string(p.index) + " from daemon " +
+           std::to_string(p.rank);
+}
+
+// Whether every page of [off, off + len) is in the page cache: cachestat(2) (Linux 6.5); on an
+// older kernel, no way to tell cheaply (a RWF_NOWAIT read also fails on a cached page that
+// marks a readahead point): say no.
+bool cached(int fd, uint64_t off, uint64_t len) {
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+    struct {
+        uint64_t off, len;
+    } range{off, len};
+    struct {
+        uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+    } cs{};
+    static std::atomic<bool> missing{false};
+    if (missing.load(std::memory_order_relaxed)) return false;
+    if (::syscall(__NR_cachestat, fd, &range, &cs, 0) != 0) {
+        if (errno == ENOSYS) missing = true;
+        return false;
+    }
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    return cs.nr_cache >= (len + page - 1) / page;
+}
+
+} // namespace
+
+Result<LocalReads::File> LocalReads::open(const Piece& p) {
+    const proto::ChunkReadResponse& r = *p.answer;
+    const uint64_t end = p.offset + r.length;
+    if (!r.local || r.length == 0 || end > r.held)
+        return Status(Code::protocol, describe(p) + ": the daemon's answer does not fit the request");
+    auto fd = open_chunk(p.rank, p.ino, p.index);
+    if (!fd.ok()) return fd.status().with_context(describe(p));
+    File f(*fd);
+    struct stat st {};
+    if (::fstat(f.fd_, &st) != 0) return Status::from_errno(errno, describe(p));
+    if (static_cast<uint64_t>(st.st_dev) != r.file_dev || static_cast<uint64_t>(st.st_ino) != r.file_ino)
+        return Status(Code::again, describe(p) + ": the chunk file changed (a resync replaced it)");
+    // A range not in the page cache is asked of the disk at once: read block run by block run,
+    // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
+    // walk of them, hence the look first.)
+    const uint64_t first = p.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, r.held);
+    if (!cached(f.fd_, first, last - first))
+        (void)::posix_fadvise(f.fd_, static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_WILLNEED);
+    return f;
+}
+
+Status LocalReads::read(const File& f, const Piece& p, std::span<uint8_t> out) {
+    const proto::ChunkReadResponse& r = *p.answer;
+    const uint64_t offset = p.offset;
+    const uint64_t end = offset + r.length;
+    if (f.fd_ < 0 || out.size() != r.length || r.length == 0 || end > r.held)
+        return Status(Code::protocol, describe(p) + ": the daemon's answer does not fit the request");
+    const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
+    if (r.crcs.size() != b1 - b0 + 1) return Status(Code::protocol, describe(p) + ": wrong number of checksums");
+    size_t next_hole = 0; // r.holes is ascending
+    const auto check = [&](uint64_t b, const uint8_t* at, size_t n) -> Status {
+        const uint32_t i = static_cast<uint32_t>(b - b0);
+        while (next_hole < r.holes.size() && r.holes[next_hole] < i) ++next_hole;
+        const bool hole = next_hole < r.holes.size() && r.holes[next_hole] == i;
+        if (hole ? std::all_of(at, at + n, [](uint8_t c) { return c == 0; })
+                 : transport::crc32c(std::span<const uint8_t>(at, n)) == r.crcs[i])
+            return Status::OK();
+        // A write or truncate since the daemon answered, or a corrupt block: the ordinary read
+        // tells which (and repairs a corrupt copy).
+        return Status(Code::io, describe(p) + ": block " + std::to_string(b) + " does not match its checksum");
+    };
+    const auto block_end = [&](uint64_t b) { return std::min<uint64_t>((b + 1) * kBlock, r.held); };
+    std::vector<uint8_t> scratch;
+    for (uint64_t b = b0; b <= b1;) {
+        const uint64_t bs = b * kBlock;
+        if (bs >= offset && block_end(b) <= end) {
+            // A run of blocks the range covers whole: straight into out.
+            uint64_t e = b;
+            while (e + 1 <= b1 && e + 1 - b < kRunBlocks && block_end(e + 1) <= end) ++e;
+            if (!pread_all(f.fd_, out.data() + (bs - offset), block_end(e) - bs, bs))
+                return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
+            for (uint64_t x = b; x <= e; ++x)
+                JOBFS_RETURN_IF_ERROR(check(x, out.data() + (x * kBlock - offset), block_end(x) - x * kBlock));
+            b = e + 1;
+            continue;
+        }
+        // A block at either edge of the range: whole into scratch, checked, the part asked for copied.
+        scratch.resize(kBlock);
+        const size_t n = static_cast<size_t>(block_end(b) - bs);
+        if (!pread_all(f.fd_, scratch.data(), n, bs))
+            return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
+        JOBFS_RETURN_IF_ERROR(check(b, scratch.data(), n));
+        const uint64_t cs = std::max(bs, offset), ce = std::min<uint64_t>(bs + n, end);
+        std::copy(scratch.data() + (cs - bs), scratch.data() + (ce - bs), out.data() + (cs - offset));
+        ++b;
+    }
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+}
+
+} // namespace jobfs::client

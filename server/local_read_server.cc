@@ -1,0 +1,126 @@
+// local_read_server.cc: see local_read_server.h.
+#include "server/local_read_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "local_read_socket.h"
+#include "log.h"
+
+namespace jobfs::server {
+
+namespace {
+
+constexpr size_t kMaxConnections = 1024; // readers of the node: processes times their clients
+
+// Compares without stopping at the first difference, so that timing tells nothing of the secret.
+// (Its length is no secret.)
+bool same_secret(const char* got, size_t n, const std::string& want) {
+    if (n != want.size()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i]);
+    return diff == 0;
+}
+
+} // namespace
+
+Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& store, const std::string& secret, uint32_t rank) {
+    const std::string name = transport::local_read_socket_name(secret, rank);
+    auto l = transport::local_read_listen(name);
+    if (!l.ok()) return l.status();
+    int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0) {
+        const int e = errno;
+        ::close(*l);
+        return Status::from_errno(e, "local-read server eventfd");
+    }
+    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, name, *l, wake));
+    s->thread_ = std::thread([p = s.get()] { p->run(); });
+    return s;
+}
+
+LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, std::string name, int listener, int wake)
+    : store_(store), secret_(std::move(secret)), name_(std::move(name)), listener_(listener), wake_(wake) {}
+
+LocalReadServer::~LocalReadServer() {
+    uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+    ::close(listener_);
+    ::close(wake_);
+}
+
+void LocalReadServer::run() {
+    struct Conn {
+        int fd;
+        bool hello = false; // said hello with the right secret
+    };
+    std::vector<Conn> conns;
+    std::vector<pollfd> fds;
+    const size_t prefix = std::strlen(transport::kLocalReadHello);
+    std::vector<char> buf(prefix + secret_.size() + 64);
+    for (;;) {
+        fds.clear();
+        fds.push_back({wake_, POLLIN, 0});
+        fds.push_back({listener_, static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
+        for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
+        if (::poll(fds.data(), fds.size(), -1) < 0) {
+            if (errno == EINTR) continue;
+            JOBFS_ERROR("local reads: poll: %s; local reads end", std::strerror(errno));
+            break;
+        }
+        if (fds[0].revents) break;
+        std::vector<size_t> gone;
+        for (size_t i = 0; i < conns.size(); ++i) {
+            const short ev = fds[i + 2].revents;
+            if (!ev) continue;
+            Conn& c = conns[i];
+            const ssize_t n = ::recv(c.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (n <= 0) { // the reader went away
+                gone.push_back(i);
+                continue;
+            }
+            if (!c.hello) {
+                const size_t len = static_cast<size_t>(n);
+                if (len < prefix || std::memcmp(buf.data(), transport::kLocalReadHello, prefix) != 0 ||
+                    !same_secret(buf.data() + prefix, len - prefix, secret_) ||
+                    ::send(c.fd, "k", 1, MSG_NOSIGNAL) != 1) {
+                    JOBFS_WARN("local reads: a reader's hello was refused (wrong secret or protocol)");
+                    gone.push_back(i);
+                    continue;
+                }
+                c.hello = true;
+                continue;
+            }
+            transport::LocalFdRequest req;
+            if (static_cast<size_t>(n) != sizeof req) {
+                JOBFS_WARN("local reads: a malformed request of %zd bytes; connection closed", n);
+                gone.push_back(i);
+                continue;
+            }
+            std::memcpy(&req, buf.data(), sizeof req);
+            auto fd = store_.open_for_reader(ChunkId{req.ino, req.index});
+            const int32_t err = fd.ok() ? 0 : fd.status().code() == Code::not_found ? ENOENT : fd.status().to_errno();
+            if (!transport::local_read_send_reply(c.fd, err, fd.ok() ? *fd : -1).ok()) gone.push_back(i);
+            if (fd.ok()) ::close(*fd);
+        }
+        for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
+            ::close(conns[*it].fd);
+            conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(*it));
+        }
+        if (fds[1].revents & POLLIN) {
+            int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (c >= 0) conns.push_back({c});
+        }
+    }
+    for (const Conn& c : conns) ::close(c.fd);
+}
+
+} // namespace jobfs::server

@@ -1,0 +1,211 @@
+// local_reads_test: a reader on the daemon's node reads chunk files itself (client/local_reads.h)
+// through a real LocalReadServer (its abstract Unix socket) over a real ChunkStore, and takes
+// nothing that does not match what the daemon described: corrupt blocks, data where the daemon
+// recorded a hole, a chunk file replaced since, a wrong secret.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "client/local_reads.h"
+#include "local_read_socket.h"
+#include "server/chunk_store.h"
+#include "server/local_read_server.h"
+#include "test_util.h"
+
+namespace jobfs {
+namespace {
+
+using client::LocalReads;
+using server::ChunkId;
+using server::ChunkStore;
+using server::LocalReadServer;
+using test::pattern;
+using test::TempDir;
+
+constexpr uint64_t kChunk = 1 << 20;
+constexpr uint64_t kBlock = ChunkStore::kBlockSize;
+
+std::string chunk_file(const std::string& dir, ChunkId id) {
+    char b[64];
+    std::snprintf(b, sizeof b, "/chunks/%02llx/%016llx.%08llx", static_cast<unsigned long long>(id.ino % 256),
+                  static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index));
+    return dir + b;
+}
+
+class LocalReadsTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        // A secret of this test alone: the socket's name comes from it, and tests may run at once.
+        secret = "local-reads-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}());
+        auto st = ChunkStore::open(dir.path(), kChunk);
+        ASSERT_TRUE(st.ok()) << st.status().to_string();
+        store = std::move(*st);
+        auto srv = LocalReadServer::start(*store, secret, 0);
+        ASSERT_TRUE(srv.ok()) << srv.status().to_string();
+        server = std::move(*srv);
+        reader = std::make_unique<LocalReads>(secret, 1);
+    }
+
+    // What the daemon answers a local read of [offset, offset + size) (ChunkService does the same).
+    proto::ChunkReadResponse answer(ChunkId id, uint64_t offset, uint64_t size) {
+        auto v = store->describe(id, offset, size);
+        EXPECT_TRUE(v.ok()) << v.status().to_string();
+        proto::ChunkReadResponse r;
+        if (!v.ok() || v->length <= offset) return r;
+        r.length = std::min<uint64_t>(size, v->length - offset);
+        r.crcs = v->crcs;
+        r.holes = v->holes;
+        r.local = true;
+        r.held = v->length;
+        r.file_dev = v->file_dev;
+        r.file_ino = v->file_ino;
+        return r;
+    }
+
+    Status read_locally(ChunkId id, uint64_t offset, const proto::ChunkReadResponse& r, std::vector<uint8_t>& out) {
+        out.assign(r.length, 0xee);
+        if (!reader->available(0)) return Status(Code::peer_gone, "daemon 0 is not available for local reads");
+        const LocalReads::Piece p{0, id.ino, id.index, offset, &r};
+        auto f = reader->open(p);
+        if (!f.ok()) return f.status();
+        return reader->read(*f, p, out);
+    }
+
+    TempDir dir;
+    std::string secret;
+    std::unique_ptr<ChunkStore> store;
+    std::unique_ptr<LocalReadServer> server;
+    std::unique_ptr<LocalReads> reader;
+};
+
+// Ranges with edges inside blocks and on them, a hole in the middle and a short last block:
+// byte for byte what the daemon's own read returns.
+TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
+    const ChunkId id{0x2001, 4};
+    const uint64_t length = 9 * kBlock + 1234; // block 9 is short
+    const auto data = pattern(length, 7);
+    // Blocks 3 and 4 are never written: a hole.
+    ASSERT_TRUE(store->write(id, 0, std::span(data).first(3 * kBlock)).ok());
+    ASSERT_TRUE(store->write(id, 5 * kBlock, std::span(data).subspan(5 * kBlock)).ok());
+    ASSERT_TRUE(reader->available(0));
+    const std::vector<std::pair<uint64_t, uint64_t>> ranges = {
+        {0, length}, {0, kBlock}, {1, kBlock}, {kBlock - 1, 2}, {100, 3 * kBlock},
+        {2 * kBlock + 5, 4 * kBlock}, {3 * kBlock, 2 * kBlock}, {8 * kBlock + 77, kChunk}, {length - 1, 1},
+    };
+    for (auto [off, size] : ranges) {
+        const auto r = answer(id, off, size);
+        ASSERT_TRUE(r.local);
+        std::vector<uint8_t> got;
+        Status s = read_locally(id, off, r, got);
+        ASSERT_TRUE(s.ok()) << off << "+" << size << ": " << s.to_string();
+        std::vector<uint8_t> want(r.length);
+        auto n = store->read(id, off, want);
+        ASSERT_TRUE(n.ok());
+        ASSERT_EQ(*n, r.length);
+        EXPECT_EQ(got, want) << off << "+" << size;
+    }
+    EXPECT_EQ(reader->reads(), ranges.size());
+}
+
+TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
+    const ChunkId id{0x2002, 0};
+    const auto data = pattern(4 * kBlock, 3);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    {
+        std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        ASSERT_TRUE(f);
+        f.seekp(static_cast<std::streamoff>(2 * kBlock + 99));
+        f.put('\x5a');
+    }
+    const auto r = answer(id, 0, 4 * kBlock);
+    std::vector<uint8_t> got;
+    Status s = read_locally(id, 0, r, got);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Code::io) << s.to_string();
+    EXPECT_NE(s.message().find("block 2"), std::string::npos) << s.to_string();
+    // A range that avoids the bad block is fine.
+    const auto r2 = answer(id, 0, 2 * kBlock);
+    EXPECT_TRUE(read_locally(id, 0, r2, got).ok());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+    EXPECT_EQ(reader->reads(), 1u);
+}
+
+// Bytes where the daemon has no write recorded (a write that had not updated its checksums
+// when the daemon answered, or garbage): not taken as the zeros of a hole.
+TEST_F(LocalReadsTest, DataWhereTheDaemonSaidHoleIsRefused) {
+    const ChunkId id{0x2003, 1};
+    const auto data = pattern(3 * kBlock, 5);
+    ASSERT_TRUE(store->write(id, 2 * kBlock, std::span(data).subspan(2 * kBlock)).ok());
+    auto r = answer(id, 0, 3 * kBlock);
+    ASSERT_EQ(r.holes, (std::vector<uint32_t>{0, 1}));
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_locally(id, 0, r, got).ok());
+    EXPECT_TRUE(std::all_of(got.begin(), got.begin() + 2 * kBlock, [](uint8_t c) { return c == 0; }));
+    {
+        std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(kBlock + 1));
+        f.put('\x01');
+    }
+    Status s = read_locally(id, 0, r, got);
+    EXPECT_EQ(s.code(), Code::io) << s.to_string();
+}
+
+// A resync installs a new chunk file in place of the old one: a descriptor of another file
+// than the one the daemon described is never read.
+TEST_F(LocalReadsTest, ChunkFileReplacedSinceTheAnswerIsRefused) {
+    const ChunkId id{0x2004, 2};
+    const auto data = pattern(2 * kBlock, 9);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    const auto r = answer(id, 0, 2 * kBlock);
+    const std::string p = chunk_file(dir.path(), id);
+    std::filesystem::copy_file(p, p + ".new");
+    std::filesystem::rename(p + ".new", p);
+    std::vector<uint8_t> got;
+    Status s = read_locally(id, 0, r, got);
+    EXPECT_EQ(s.code(), Code::again) << s.to_string();
+    EXPECT_EQ(reader->reads(), 0u);
+}
+
+TEST_F(LocalReadsTest, ChunkTheDaemonDoesNotHoldIsNotFound) {
+    proto::ChunkReadResponse r;
+    r.local = true;
+    r.length = r.held = kBlock;
+    r.crcs = {0};
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(reader->available(0));
+    Status s = read_locally(ChunkId{0x2005, 0}, 0, r, got);
+    EXPECT_EQ(s.code(), Code::not_found) << s.to_string();
+    // The connection stays usable after that answer.
+    const auto data = pattern(kBlock, 1);
+    ASSERT_TRUE(store->write(ChunkId{0x2005, 1}, 0, data).ok());
+    const auto r2 = answer(ChunkId{0x2005, 1}, 0, kBlock);
+    ASSERT_TRUE(read_locally(ChunkId{0x2005, 1}, 0, r2, got).ok());
+    EXPECT_EQ(got, data);
+}
+
+TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {
+    // A reader with another secret looks for another name: nobody there.
+    LocalReads stranger(secret + "x", 1);
+    EXPECT_FALSE(stranger.available(0));
+    // Rank 1 has no server; a rank past the job's daemons neither.
+    LocalReads two(secret, 2);
+    EXPECT_TRUE(two.available(0));
+    EXPECT_FALSE(two.available(1));
+    EXPECT_FALSE(two.available(7));
+    // The right name with the wrong secret in the hello: refused by the daemon.
+    auto c = transport::local_read_connect(transport::local_read_socket_name(secret, 0), "not the secret",
+                                           std::chrono::milliseconds(2000));
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), Code::refused) << c.status().to_string();
+    // The daemon went away: no reads, and no hang.
+    server.reset();
+    LocalReads late(secret, 1);
+    EXPECT_FALSE(late.available(0));
+}
+
+} // namespace
+} // namespace jobfs

@@ -1,0 +1,128 @@
+// local_read_socket.cc: see local_read_socket.h.
+#include "local_read_socket.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace jobfs::transport {
+
+namespace {
+
+// The address of an abstract socket: sun_path starts with a NUL, and the length given to
+// bind/connect says where the name ends.
+socklen_t abstract_address(const std::string& name, sockaddr_un* a) {
+    std::memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    const size_t n = std::min(name.size(), sizeof a->sun_path - 1);
+    std::memcpy(a->sun_path + 1, name.data(), n);
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+} // namespace
+
+std::string local_read_socket_name(const std::string& secret, uint32_t rank) {
+    // FNV-1a: the name must not show the secret, and two jobs on one node must not collide;
+    // readers check every descriptor's file against what the daemon said over the transport,
+    // so a collision could only cost speed, never give wrong bytes.
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : secret) h = (h ^ c) * 1099511628211ull;
+    char b[64];
+    std::snprintf(b, sizeof b, "jobfs-%016llx-%u", static_cast<unsigned long long>(h), rank);
+    return b;
+}
+
+Result<int> local_read_listen(const std::string& name) {
+    int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return Status::from_errno(errno, "local-read socket");
+    sockaddr_un a;
+    const socklen_t len = abstract_address(name, &a);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(s, 64) != 0) {
+        const int e = errno;
+        ::close(s);
+        return Status::from_errno(e, "local-read socket @" + name);
+    }
+    return s;
+}
+
+Status local_read_send_reply(int sock, int32_t error, int fd) {
+    LocalFdReply reply{error};
+    iovec iov{&reply, sizeof reply};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (error == 0) {
+        std::memset(control, 0, sizeof control);
+        m.msg_control = control;
+        m.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    if (::sendmsg(sock, &m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof reply))
+        return Status::from_errno(errno, "local-read reply");
+    return Status::OK();
+}
+
+Result<int> local_read_connect(const std::string& name, const std::string& secret, std::chrono::milliseconds timeout) {
+    int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return Status::from_errno(errno, "local-read socket");
+    const auto ms = timeout.count();
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
+    (void)::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_un a;
+    const socklen_t len = abstract_address(name, &a);
+    if (::connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+        const int e = errno;
+        ::close(s);
+        if (e == ECONNREFUSED || e == ENOENT) return Status(Code::not_found, "no daemon at local-read socket @" + name);
+        return Status::from_errno(e, "connect to local-read socket @" + name);
+    }
+    const std::string hello = kLocalReadHello + secret;
+    char ack = 0;
+    if (::send(s, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size()) ||
+        ::recv(s, &ack, 1, 0) != 1 || ack != 'k') {
+        const int e = errno;
+        ::close(s);
+        return Status(Code::refused, "local-read socket @" + name + " refused the hello" +
+                                         (e ? std::string(": ") + std::strerror(e) : std::string()));
+    }
+    return s;
+}
+
+Result<int> local_read_request_fd(int sock, uint64_t ino, uint64_t index) {
+    LocalFdRequest req{ino, index};
+    if (::send(sock, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req))
+        return Status::from_errno(errno, "local-read request");
+    LocalFdReply reply;
+    iovec iov{&reply, sizeof reply};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    if (n != static_cast<ssize_t>(sizeof reply))
+        return n < 0 ? Status::from_errno(errno, "local-read reply") : Status(Code::protocol, "local-read reply cut short");
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (reply.error != 0) {
+        if (fd >= 0) ::close(fd);
+        if (reply.error == ENOENT) return Status(Code::not_found, "the daemon holds no such chunk");
+        return Status::from_errno(reply.error, "the daemon could not open the chunk");
+    }
+    if (fd < 0) return Status(Code::protocol, "local-read reply without a descriptor");
+    return fd;
+}
+
+} // namespace jobfs::transport
