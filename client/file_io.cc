@@ -340,6 +340,29 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             return Status(Code::io, "chunk read of inode " + std::to_string(ino) + " chunk " +
                                         std::to_string(pieces[i].chunk_index) + ": no daemon of its chain is serving");
     }
+    // Unreplicated chunks held on this node are read from their files with one question to
+    // their daemon's socket and no transport round trip (local_reads.h); whatever that does not
+    // settle goes the ordinary way below.
+    bool cold = false; // some bytes read locally were not in the page cache (read-ahead)
+    if (local_ && !replicated)
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            const ChunkPiece& p = pieces[i];
+            Slot& sl = slots[i];
+            if (p.length < LocalReads::kMinLength || !local_->available(sl.chain.ranks[0])) continue;
+            bool piece_cold = false;
+            auto n = local_->read_unreplicated(sl.chain.ranks[0], ino, p.chunk_index, p.offset_in_chunk,
+                                               out.subspan(p.offset_in_buffer, p.length), &piece_cold);
+            cold = cold || piece_cold;
+            if (n.ok()) {
+                sl.reply.length = *n;
+                sl.done = true;
+            } else {
+                JOBFS_INFO("local read of inode %llu chunk %llu from daemon %u: %s; reading it over the transport",
+                           static_cast<unsigned long long>(ino), static_cast<unsigned long long>(p.chunk_index),
+                           sl.chain.ranks[0], n.status().message().c_str());
+                sl.local_failed = true;
+            }
+        }
     // As for writes: while the daemons' manager has not yet taken a dead member out of the
     // table, every replica of a chain may fail (the dead one, and the others sending a dirty
     // read to it as tail); refresh the table and ask again until kFailoverTimeout.
@@ -414,6 +437,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             if (!local_ || !sl.status.ok() || !sl.reply.local || sl.reply.length > pieces[i].length) continue;
             local_pieces[i] = {sl.rank, ino, pieces[i].chunk_index, pieces[i].offset_in_chunk, &sl.reply};
             local_files[i] = local_->open(local_pieces[i]);
+            if (local_files[i].ok() && local_files[i]->cold()) cold = true;
         }
         std::set<uint32_t> broken; // reconnected once each after the round
         for (size_t i : asked) {
@@ -473,7 +497,47 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
         const ChunkPiece& p = pieces[i];
         std::memset(out.data() + p.offset_in_buffer + slots[i].reply.length, 0, p.length - slots[i].reply.length);
     }
+    if (local_ && length >= LocalReads::kMinLength) read_ahead(ino, layout, file_size, offset, length, t, cold);
     return static_cast<size_t>(length);
+}
+
+void FileIO::read_ahead(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset, uint64_t length,
+                        const proto::ChainTable& t, bool cold) const {
+    constexpr uint64_t kMinAhead = 4u << 20, kMaxAhead = 32u << 20;
+    const uint64_t end = offset + length;
+    uint64_t from = 0, to = 0;
+    {
+        std::lock_guard lock(seq_mu_);
+        if (sequential_.size() > 4096) sequential_.clear();
+        Sequential& s = sequential_[ino];
+        const bool in_sequence = s.next == offset && offset > 0;
+        s.next = end;
+        if (cold) s.cached = false;
+        if (!in_sequence || s.cached) {
+            s.ahead = end;
+            return;
+        }
+        from = std::max(s.ahead, end);
+        to = std::min(file_size, end + std::clamp(2 * length, kMinAhead, kMaxAhead));
+        if (from >= to) return;
+        s.ahead = to;
+    }
+    bool asked = false, local = false;
+    for (const ChunkPiece& p : split_range(from, to - from, layout.chunk_size)) {
+        const Chain chain = read_chain(ino, p.chunk_index, layout, t);
+        for (uint32_t k = 0; k < chain.length; ++k)
+            if (local_->available(chain.ranks[k])) {
+                asked = local_->prefetch(chain.ranks[k], ino, p.chunk_index, p.offset_in_chunk, p.length) || asked;
+                local = true;
+                break;
+            }
+    }
+    // All of it in the page cache already: a hot file, read ahead again once a read finds
+    // something that is not.
+    if (local && !asked) {
+        std::lock_guard lock(seq_mu_);
+        sequential_[ino].cached = true;
+    }
 }
 
 Status FileIO::truncate_chunks(uint64_t ino, const Layout& layout, uint64_t old_size, uint64_t new_size) const {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "client/layout.h"
@@ -74,6 +75,8 @@ public:
     uint32_t daemon_count() const { return static_cast<uint32_t>(daemons_.size()); }
     // Pieces read from this node's chunk files (local_reads.h) so far.
     uint64_t local_reads() const { return local_ ? local_->reads() : 0; }
+    // Chunk ranges read ahead (asked of the disk) so far.
+    uint64_t local_prefetches() const { return local_ ? local_->prefetches() : 0; }
 
     // The chain table in use (docs/replication.md): fetched from the daemons at first use and
     // again whenever a chain member fails or a daemon says ours is stale. Version 0: no table
@@ -106,12 +109,28 @@ private:
     // timeout (taken offline, yet alive) still completes the call within its deadline.
     void leave_out_offline() const;
     proto::ChainTable current_table() const; // fetched once if never
+    // Read-ahead (local reads only): a read that starts where the previous read of the file
+    // ended asks the disks of this node for the chunk ranges that follow it (LocalReads::prefetch),
+    // up to twice its length (4 to 32 MiB) ahead, each range once. A restart reading its
+    // checkpoint back sequentially then keeps the disk busy while it copies. A file found all
+    // in the page cache is not read ahead until a read of it finds bytes that are not.
+    // `cold`: some of the read just done was not in the page cache.
+    void read_ahead(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset, uint64_t length,
+                    const proto::ChainTable& t, bool cold) const;
 
     mutable std::vector<transport::Endpoint> daemons_;
     std::chrono::milliseconds timeout_;
     mutable std::mutex eps_mu_; // guards daemons_ (heal replaces endpoints)
     ReconnectFn reconnect_;
     std::shared_ptr<LocalReads> local_;
+    // Per file being read sequentially: where its last read ended, and how far it was read ahead.
+    struct Sequential {
+        uint64_t next = 0;
+        uint64_t ahead = 0;
+        bool cached = false; // what was read ahead last was all cached already: not now
+    };
+    mutable std::mutex seq_mu_;
+    mutable std::unordered_map<uint64_t, Sequential> sequential_; // by ino; forgotten past 4096 files
     mutable std::atomic<uint64_t> read_turn_{0};
     mutable std::mutex table_mu_;
     mutable proto::ChainTable table_;

@@ -75,18 +75,42 @@ bool LocalReads::available(uint32_t rank) {
     return true;
 }
 
-Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) {
+Result<transport::LocalReply> LocalReads::call(uint32_t rank, const transport::LocalRequest& req) {
     Daemon& d = *daemons_.at(rank);
     std::lock_guard lock(d.mu);
     if (d.sock < 0) return Status(Code::peer_gone, "no local-read connection to daemon " + std::to_string(rank));
-    auto fd = transport::local_read_request_fd(d.sock, ino, index);
-    if (!fd.ok() && fd.status().code() != Code::not_found) {
+    auto r = transport::local_read_call(d.sock, req);
+    if (!r.ok()) {
         // The daemon went away, or the connection is out of step: start afresh later.
         ::close(d.sock);
         d.sock = -1;
         d.next_try = Clock::now() + kRetryAfter;
     }
-    return fd;
+    return r;
+}
+
+namespace {
+
+Status daemon_error(int32_t error) {
+    return error == ENOENT ? Status(Code::not_found, "the daemon holds no such chunk")
+                           : Status::from_errno(error, "the daemon could not open the chunk");
+}
+
+} // namespace
+
+Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) {
+    transport::LocalRequest req;
+    req.op = static_cast<uint32_t>(transport::LocalOp::open);
+    req.ino = ino;
+    req.index = index;
+    auto r = call(rank, req);
+    if (!r.ok()) return r.status();
+    if (r->header.error != 0) {
+        if (r->fd >= 0) ::close(r->fd);
+        return daemon_error(r->header.error);
+    }
+    if (r->fd < 0) return Status(Code::protocol, "local-read reply without a descriptor");
+    return r->fd;
 }
 
 LocalReads::File& LocalReads::File::operator=(File&& o) noexcept {
@@ -134,14 +158,30 @@ bool cached(int fd, uint64_t off, uint64_t len) {
 
 } // namespace
 
+bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset, uint64_t length) {
+    if (length == 0 || !available(rank)) return false;
+    auto fd = open_chunk(rank, ino, index);
+    if (!fd.ok()) return false; // not written (yet), or the daemon went away: the read will tell
+    File f(*fd);
+    if (cached(f.fd_, offset, length)) return false;
+    (void)::posix_fadvise(f.fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
+    prefetches_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
 Result<LocalReads::File> LocalReads::open(const Piece& p) {
     const proto::ChunkReadResponse& r = *p.answer;
-    const uint64_t end = p.offset + r.length;
-    if (!r.local || r.length == 0 || end > r.held)
+    if (!r.local || r.length == 0 || p.offset + r.length > r.held)
         return Status(Code::protocol, describe(p) + ": the daemon's answer does not fit the request");
     auto fd = open_chunk(p.rank, p.ino, p.index);
     if (!fd.ok()) return fd.status().with_context(describe(p));
     File f(*fd);
+    JOBFS_RETURN_IF_ERROR(check_and_advise(f, p));
+    return f;
+}
+
+Status LocalReads::check_and_advise(File& f, const Piece& p) {
+    const proto::ChunkReadResponse& r = *p.answer;
     struct stat st {};
     if (::fstat(f.fd_, &st) != 0) return Status::from_errno(errno, describe(p));
     if (static_cast<uint64_t>(st.st_dev) != r.file_dev || static_cast<uint64_t>(st.st_ino) != r.file_ino)
@@ -149,10 +189,41 @@ Result<LocalReads::File> LocalReads::open(const Piece& p) {
     // A range not in the page cache is asked of the disk at once: read block run by block run,
     // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
     // walk of them, hence the look first.)
+    const uint64_t end = p.offset + r.length;
     const uint64_t first = p.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, r.held);
-    if (!cached(f.fd_, first, last - first))
-        (void)::posix_fadvise(f.fd_, static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_WILLNEED);
-    return f;
+    f.cold_ = !cached(f.fd_, first, last - first);
+    if (f.cold_) (void)::posix_fadvise(f.fd_, static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_WILLNEED);
+    return Status::OK();
+}
+
+Result<uint64_t> LocalReads::read_unreplicated(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset,
+                                               std::span<uint8_t> out, bool* cold) {
+    transport::LocalRequest req;
+    req.op = static_cast<uint32_t>(transport::LocalOp::describe);
+    req.ino = ino;
+    req.index = index;
+    req.offset = offset;
+    req.length = out.size();
+    auto reply = call(rank, req);
+    if (!reply.ok()) return reply.status();
+    File f(reply->fd);
+    const transport::LocalReplyHeader& h = reply->header;
+    if (h.error != 0) return daemon_error(h.error);
+    proto::ChunkReadResponse r;
+    r.local = true;
+    r.held = h.held;
+    r.length = h.held > offset ? std::min<uint64_t>(out.size(), h.held - offset) : 0;
+    if (r.length == 0) return uint64_t{0}; // nothing held there: zeros
+    if (f.fd_ < 0) return Status(Code::protocol, "local-read reply without a descriptor");
+    r.crcs = std::move(reply->crcs);
+    r.holes = std::move(reply->holes);
+    r.file_dev = h.file_dev;
+    r.file_ino = h.file_ino;
+    const Piece p{rank, ino, index, offset, &r};
+    JOBFS_RETURN_IF_ERROR(check_and_advise(f, p));
+    *cold = f.cold();
+    JOBFS_RETURN_IF_ERROR(read(f, p, out.first(r.length)));
+    return r.length;
 }
 
 Status LocalReads::read(const File& f, const Piece& p, std::span<uint8_t> out) {

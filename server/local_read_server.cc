@@ -56,6 +56,40 @@ LocalReadServer::~LocalReadServer() {
     ::close(wake_);
 }
 
+transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req) {
+    transport::LocalReply r;
+    const ChunkId id{req.ino, req.index};
+    const auto errno_of = [](const Status& s) { return s.code() == Code::not_found ? ENOENT : s.to_errno(); };
+    if (req.op == static_cast<uint32_t>(transport::LocalOp::describe)) {
+        if (req.length / ChunkStore::kBlockSize + 2 > transport::kLocalMaxBlocks) {
+            r.header.error = EINVAL;
+            return r;
+        }
+        auto v = store_.describe(id, req.offset, req.length);
+        if (!v.ok()) {
+            r.header.error = errno_of(v.status());
+            return r;
+        }
+        r.header.held = v->length;
+        r.header.first_block = v->first_block;
+        r.header.file_dev = v->file_dev;
+        r.header.file_ino = v->file_ino;
+        r.crcs = std::move(v->crcs);
+        r.holes = std::move(v->holes);
+        if (v->length <= req.offset) return r; // nothing held there: zeros, no file needed
+    } else if (req.op != static_cast<uint32_t>(transport::LocalOp::open)) {
+        r.header.error = EINVAL;
+        return r;
+    }
+    auto fd = store_.open_for_reader(id);
+    if (!fd.ok()) {
+        r.header.error = errno_of(fd.status());
+        return r;
+    }
+    r.fd = *fd;
+    return r;
+}
+
 void LocalReadServer::run() {
     struct Conn {
         int fd;
@@ -99,17 +133,16 @@ void LocalReadServer::run() {
                 c.hello = true;
                 continue;
             }
-            transport::LocalFdRequest req;
+            transport::LocalRequest req;
             if (static_cast<size_t>(n) != sizeof req) {
                 JOBFS_WARN("local reads: a malformed request of %zd bytes; connection closed", n);
                 gone.push_back(i);
                 continue;
             }
             std::memcpy(&req, buf.data(), sizeof req);
-            auto fd = store_.open_for_reader(ChunkId{req.ino, req.index});
-            const int32_t err = fd.ok() ? 0 : fd.status().code() == Code::not_found ? ENOENT : fd.status().to_errno();
-            if (!transport::local_read_send_reply(c.fd, err, fd.ok() ? *fd : -1).ok()) gone.push_back(i);
-            if (fd.ok()) ::close(*fd);
+            const transport::LocalReply reply = answer(req);
+            if (!transport::local_read_send_reply(c.fd, reply).ok()) gone.push_back(i);
+            if (reply.fd >= 0) ::close(reply.fd);
         }
         for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
             ::close(conns[*it].fd);

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "local_read_socket.h"
 #include "result.h"
 #include "server/chunk_store.h"
 
@@ -32,6 +33,7 @@ public:
 private:
     LocalReadServer(ChunkStore& store, std::string secret, std::string name, int listener, int wake);
     void run();
+    transport::LocalReply answer(const transport::LocalRequest& req); // and its descriptor, to close
 
     ChunkStore& store_;
     const std::string secret_;

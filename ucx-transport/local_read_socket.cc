@@ -49,14 +49,18 @@ Result<int> local_read_listen(const std::string& name) {
     return s;
 }
 
-Status local_read_send_reply(int sock, int32_t error, int fd) {
-    LocalFdReply reply{error};
-    iovec iov{&reply, sizeof reply};
+Status local_read_send_reply(int sock, const LocalReply& reply) {
+    LocalReplyHeader h = reply.header;
+    h.crcs = static_cast<uint32_t>(reply.crcs.size());
+    h.holes = static_cast<uint32_t>(reply.holes.size());
+    iovec iov[3] = {{&h, sizeof h},
+                    {const_cast<uint32_t*>(reply.crcs.data()), reply.crcs.size() * sizeof(uint32_t)},
+                    {const_cast<uint32_t*>(reply.holes.data()), reply.holes.size() * sizeof(uint32_t)}};
     msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
+    m.msg_iov = iov;
+    m.msg_iovlen = 3;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    if (error == 0) {
+    if (reply.fd >= 0) {
         std::memset(control, 0, sizeof control);
         m.msg_control = control;
         m.msg_controllen = sizeof control;
@@ -64,10 +68,10 @@ Status local_read_send_reply(int sock, int32_t error, int fd) {
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        std::memcpy(CMSG_DATA(c), &reply.fd, sizeof reply.fd);
     }
-    if (::sendmsg(sock, &m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof reply))
-        return Status::from_errno(errno, "local-read reply");
+    const size_t total = sizeof h + (reply.crcs.size() + reply.holes.size()) * sizeof(uint32_t);
+    if (::sendmsg(sock, &m, MSG_NOSIGNAL) != static_cast<ssize_t>(total)) return Status::from_errno(errno, "local-read reply");
     return Status::OK();
 }
 
@@ -98,31 +102,31 @@ Result<int> local_read_connect(const std::string& name, const std::string& secre
     return s;
 }
 
-Result<int> local_read_request_fd(int sock, uint64_t ino, uint64_t index) {
-    LocalFdRequest req{ino, index};
+Result<LocalReply> local_read_call(int sock, const LocalRequest& req) {
     if (::send(sock, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req))
         return Status::from_errno(errno, "local-read request");
-    LocalFdReply reply;
-    iovec iov{&reply, sizeof reply};
+    LocalReply reply;
+    thread_local std::vector<uint32_t> body(2 * kLocalMaxBlocks); // a reply's largest tail
+    iovec iov[2] = {{&reply.header, sizeof reply.header}, {body.data(), body.size() * sizeof(uint32_t)}};
     msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
+    m.msg_iov = iov;
+    m.msg_iovlen = 2;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
     m.msg_control = control;
     m.msg_controllen = sizeof control;
     const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-    if (n != static_cast<ssize_t>(sizeof reply))
-        return n < 0 ? Status::from_errno(errno, "local-read reply") : Status(Code::protocol, "local-read reply cut short");
-    int fd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    if (reply.error != 0) {
-        if (fd >= 0) ::close(fd);
-        if (reply.error == ENOENT) return Status(Code::not_found, "the daemon holds no such chunk");
-        return Status::from_errno(reply.error, "the daemon could not open the chunk");
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); n > 0 && c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&reply.fd, CMSG_DATA(c), sizeof reply.fd);
+    const LocalReplyHeader& h = reply.header;
+    if (n < 0) return Status::from_errno(errno, "local-read reply");
+    if (static_cast<size_t>(n) < sizeof h || (m.msg_flags & MSG_TRUNC) || h.crcs > kLocalMaxBlocks ||
+        h.holes > kLocalMaxBlocks || static_cast<size_t>(n) != sizeof h + (size_t{h.crcs} + h.holes) * sizeof(uint32_t)) {
+        if (reply.fd >= 0) ::close(reply.fd);
+        return Status(Code::protocol, "malformed local-read reply of " + std::to_string(n) + " bytes");
     }
-    if (fd < 0) return Status(Code::protocol, "local-read reply without a descriptor");
-    return fd;
+    reply.crcs.assign(body.begin(), body.begin() + h.crcs);
+    reply.holes.assign(body.begin() + h.crcs, body.begin() + h.crcs + h.holes);
+    return reply;
 }
 
 } // namespace jobfs::transport

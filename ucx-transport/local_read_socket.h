@@ -11,9 +11,13 @@
 //   reader -> daemon: kLocalReadHello followed by the job's secret
 //   daemon -> reader: one byte 'k' (a wrong secret: the daemon closes the connection)
 //   then any number of
-//   reader -> daemon: LocalFdRequest
-//   daemon -> reader: LocalFdReply, with the chunk file's descriptor attached (SCM_RIGHTS) when
-//                     error is 0
+//   reader -> daemon: LocalRequest
+//   daemon -> reader: LocalReplyHeader, then its CRC32Cs and hole indexes (uint32 each), with
+//                     the chunk file's descriptor attached (SCM_RIGHTS) when error is 0 and
+//                     the daemon holds the chunk
+// LocalOp::open asks for the descriptor only (read-ahead, and reads whose checks the daemon
+// made over the transport); LocalOp::describe also for what ChunkStore::describe says of a
+// range, which for an unreplicated chunk is all a reader needs: no transport round trip.
 // Whoever holds the secret may read every chunk anyway (over the transport): the socket gives
 // no more than that, and only read-only descriptors.
 #pragma once
@@ -21,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "result.h"
 
@@ -28,27 +33,43 @@ namespace jobfs::transport {
 
 inline constexpr char kLocalReadHello[] = "jobfs-local-reads-1:";
 
-struct LocalFdRequest {
-    uint64_t ino = 0;
-    uint64_t index = 0;
+enum class LocalOp : uint32_t { open = 1, describe = 2 };
+struct LocalRequest {
+    uint32_t op = 0; // LocalOp
+    uint32_t reserved = 0;
+    uint64_t ino = 0, index = 0;
+    uint64_t offset = 0, length = 0; // describe: the range
 };
-struct LocalFdReply {
-    int32_t error = 0; // 0, or the errno of opening the chunk file (ENOENT: no such chunk)
+struct LocalReplyHeader {
+    int32_t error = 0;  // 0, or an errno (ENOENT: no such chunk)
+    uint32_t crcs = 0;  // CRC32Cs that follow: of every block the range touches (describe)
+    uint32_t holes = 0; // hole indexes that follow them: blocks never written, from first_block
+    uint32_t reserved = 0;
+    uint64_t held = 0;  // the chunk file's length (describe; 0: no such chunk)
+    uint64_t first_block = 0;
+    uint64_t file_dev = 0, file_ino = 0;
 };
+// A reply as both ends see it; fd is the descriptor received (-1: none), the caller's to close.
+struct LocalReply {
+    LocalReplyHeader header;
+    std::vector<uint32_t> crcs, holes;
+    int fd = -1;
+};
+constexpr uint32_t kLocalMaxBlocks = 4096; // per reply: a 256 MiB range of 64 KiB blocks
 
 // "jobfs-<hash of the secret>-<rank>" (the abstract namespace; no leading NUL).
 std::string local_read_socket_name(const std::string& secret, uint32_t rank);
 
 // Daemon side: a listening socket of that name (Code::exists: another process has it).
 Result<int> local_read_listen(const std::string& name);
-// Sends a reply, with `fd` attached when error is 0.
-Status local_read_send_reply(int sock, int32_t error, int fd);
+// Sends a reply, with `fd` attached when it is not -1.
+Status local_read_send_reply(int sock, const LocalReply& reply);
 
 // Reader side: connects and says hello. Code::not_found: no daemon of that name on this node.
 Result<int> local_read_connect(const std::string& name, const std::string& secret,
                                std::chrono::milliseconds timeout);
-// Asks for a chunk file's descriptor (Code::not_found: the daemon holds no such chunk). Any
-// other failure leaves the connection unusable.
-Result<int> local_read_request_fd(int sock, uint64_t ino, uint64_t index);
+// Sends a request and receives its reply (an error in it is the daemon's answer, not a
+// failure). A failure leaves the connection unusable.
+Result<LocalReply> local_read_call(int sock, const LocalRequest& req);
 
 } // namespace jobfs::transport

@@ -1,6 +1,8 @@
 // client_test: libjobfs against three real jobfsd processes on loopback (LocalCluster).
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -267,6 +269,86 @@ TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     ASSERT_TRUE(again.ok()) << again.status().to_string();
     EXPECT_EQ(*again, data);
     EXPECT_EQ(client->io().local_reads(), 0u);
+}
+
+// The chunk file of chunk `index` of file `ino`, whichever daemon of the cluster in `dir` holds it.
+std::string find_chunk_file(const std::string& dir, uint64_t ino, uint64_t index) {
+    char name[48];
+    std::snprintf(name, sizeof name, "%016llx.%08llx", static_cast<unsigned long long>(ino),
+                  static_cast<unsigned long long>(index));
+    for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.path().filename() == name) return e.path();
+    return {};
+}
+
+// How many of a file's pages are in the page cache, and how many it has.
+std::pair<size_t, size_t> resident_pages(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size == 0) {
+        if (fd >= 0) ::close(fd);
+        return {0, 0};
+    }
+    const size_t len = static_cast<size_t>(st.st_size), page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    std::vector<unsigned char> v((len + page - 1) / page);
+    size_t n = 0;
+    if (m != MAP_FAILED && ::mincore(m, len, v.data()) == 0)
+        for (unsigned char c : v) n += c & 1;
+    if (m != MAP_FAILED) ::munmap(m, len);
+    return {n, v.size()};
+}
+
+// A restart reading its checkpoint back in sequence: once a read follows the one before, the
+// chunks after it are asked of this node's disk (read-ahead of local reads) before the reader
+// gets to them, and each range only once.
+TEST_F(ClientTest, SequentialReadsAskTheDiskForTheChunksAhead) {
+    const uint64_t mib = 1 << 20;
+    const auto data = pattern(12 * mib, 41);
+    ASSERT_TRUE(write_file("/seq", data).ok());
+    auto f = client->open("/seq", O_RDONLY);
+    ASSERT_TRUE(f.ok());
+    const uint64_t ino = (*f)->ino;
+    std::vector<std::string> chunks;
+    for (uint64_t i = 0; i < 12; ++i) {
+        chunks.push_back(find_chunk_file(dir, ino, i));
+        ASSERT_FALSE(chunks.back().empty()) << "chunk " << i;
+        // Out of the page cache, whichever way the daemon wrote it.
+        int fd = ::open(chunks.back().c_str(), O_RDONLY);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::fdatasync(fd), 0);
+        ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+        ::close(fd);
+        ASSERT_EQ(resident_pages(chunks.back()).first, 0u) << chunks.back();
+    }
+    const uint64_t before = client->io().local_prefetches();
+    std::vector<uint8_t> got(mib);
+    for (uint64_t i = 0; i < 2; ++i) {
+        auto n = client->pread(**f, i * mib, got);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        ASSERT_TRUE(std::equal(got.begin(), got.end(), data.begin() + static_cast<std::ptrdiff_t>(i * mib)));
+    }
+    // The second read followed the first: 4 MiB ahead of it (twice its length, at least 4 MiB),
+    // chunks 2 to 5, are on their way in; chunk 6 is not asked for.
+    EXPECT_EQ(client->io().local_prefetches() - before, 4u);
+    for (uint64_t i = 2; i <= 5; ++i) {
+        auto [in, all] = resident_pages(chunks[i]);
+        for (int k = 0; k < 200 && in < all; ++k) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            std::tie(in, all) = resident_pages(chunks[i]);
+        }
+        EXPECT_EQ(in, all) << "chunk " << i;
+    }
+    EXPECT_EQ(resident_pages(chunks[6]).first, 0u);
+    // Reading on asks only for what was not asked for yet, and every byte reads back.
+    for (uint64_t i = 2; i < 12; ++i) {
+        auto n = client->pread(**f, i * mib, got);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        ASSERT_TRUE(std::equal(got.begin(), got.end(), data.begin() + static_cast<std::ptrdiff_t>(i * mib))) << i;
+    }
+    EXPECT_EQ(client->io().local_prefetches() - before, 10u); // chunks 2..11, once each
+    ASSERT_TRUE(client->close(**f).ok());
 }
 
 TEST_F(ClientTest, SparseFilesReadZerosInHoles) {

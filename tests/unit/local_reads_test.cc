@@ -2,7 +2,9 @@
 // through a real LocalReadServer (its abstract Unix socket) over a real ChunkStore, and takes
 // nothing that does not match what the daemon described: corrupt blocks, data where the daemon
 // recorded a hole, a chunk file replaced since, a wrong secret.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -185,6 +187,65 @@ TEST_F(LocalReadsTest, ChunkTheDaemonDoesNotHoldIsNotFound) {
     const auto r2 = answer(ChunkId{0x2005, 1}, 0, kBlock);
     ASSERT_TRUE(read_locally(ChunkId{0x2005, 1}, 0, r2, got).ok());
     EXPECT_EQ(got, data);
+}
+
+// An unreplicated chunk: one question to the daemon's socket (LocalOp::describe) and the
+// reader has all it needs; the same bytes as the daemon's own read, zeros where it holds
+// nothing, and a corrupt block refused.
+TEST_F(LocalReadsTest, UnreplicatedChunksAreReadWithTheSocketAlone) {
+    const ChunkId id{0x2006, 3};
+    const uint64_t length = 5 * kBlock + 999;
+    const auto data = pattern(length, 11);
+    ASSERT_TRUE(store->write(id, 0, std::span(data).first(kBlock)).ok());
+    ASSERT_TRUE(store->write(id, 3 * kBlock, std::span(data).subspan(3 * kBlock)).ok());
+    ASSERT_TRUE(reader->available(0));
+    for (auto [off, size] : std::vector<std::pair<uint64_t, uint64_t>>{
+             {0, kChunk}, {7, 2 * kBlock}, {kBlock, 2 * kBlock}, {length - 10, 100}, {length, kBlock}}) {
+        std::vector<uint8_t> got(size, 0xee), want(size, 0);
+        bool cold = false;
+        auto n = reader->read_unreplicated(0, id.ino, id.index, off, got, &cold);
+        ASSERT_TRUE(n.ok()) << off << "+" << size << ": " << n.status().to_string();
+        auto m = store->read(id, off, want);
+        ASSERT_TRUE(m.ok());
+        ASSERT_EQ(*n, *m) << off << "+" << size;
+        EXPECT_TRUE(std::equal(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(*n), want.begin())) << off;
+    }
+    std::vector<uint8_t> got(kBlock);
+    bool cold = false;
+    auto none = reader->read_unreplicated(0, 0x2007, 0, 0, got, &cold);
+    ASSERT_TRUE(none.ok()) << none.status().to_string();
+    EXPECT_EQ(*none, 0u);
+    // Whether the bytes were in the page cache is told (read-ahead goes by it).
+    std::vector<uint8_t> all(kChunk);
+    ASSERT_TRUE(reader->read_unreplicated(0, id.ino, id.index, 0, all, &cold).ok());
+    // (Without cachestat(2), Linux before 6.5, nothing is known to be cached.)
+    struct {
+        uint64_t off, len;
+    } range{0, 0};
+    uint64_t stat[5];
+    const int probe = ::open(chunk_file(dir.path(), id).c_str(), O_RDONLY | O_CLOEXEC);
+    const bool can_tell = ::syscall(451, probe, &range, stat, 0) == 0; // cachestat
+    ::close(probe);
+    if (can_tell) {
+        EXPECT_FALSE(cold);
+    }
+    {
+        int fd = ::open(chunk_file(dir.path(), id).c_str(), O_RDONLY);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::fdatasync(fd), 0);
+        ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+        ::close(fd);
+    }
+    ASSERT_TRUE(reader->read_unreplicated(0, id.ino, id.index, 0, all, &cold).ok());
+    EXPECT_TRUE(cold);
+    {
+        std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(4 * kBlock + 3));
+        f.put('\x77');
+    }
+    auto bad = reader->read_unreplicated(0, id.ino, id.index, 0, all, &cold);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::io) << bad.status().to_string();
 }
 
 TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {
