@@ -428,13 +428,18 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
         JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
         // Local reads: every piece's chunk file is opened (and a cold range asked of the disk)
         // before the first is read.
-        std::vector<LocalReads::Piece> local_pieces(pieces.size());
+        // (Only a round with a local answer pays for this.)
+        const auto is_local = [&](size_t i) { return slots[i].status.ok() && slots[i].reply.local; };
+        std::vector<LocalReads::Piece> local_pieces;
         std::vector<Result<LocalReads::File>> local_files;
-        local_files.reserve(pieces.size());
-        for (size_t i = 0; i < pieces.size(); ++i) local_files.emplace_back(Status(Code::invalid, "not a local read"));
+        if (local_ && std::any_of(asked.begin(), asked.end(), is_local)) {
+            local_pieces.resize(pieces.size());
+            local_files.reserve(pieces.size());
+            for (size_t i = 0; i < pieces.size(); ++i) local_files.emplace_back(Status(Code::invalid, "not a local read"));
+        }
         for (size_t i : asked) {
             const Slot& sl = slots[i];
-            if (!local_ || !sl.status.ok() || !sl.reply.local || sl.reply.length > pieces[i].length) continue;
+            if (local_files.empty() || !is_local(i) || sl.reply.length > pieces[i].length) continue;
             local_pieces[i] = {sl.rank, ino, pieces[i].chunk_index, pieces[i].offset_in_chunk, &sl.reply};
             local_files[i] = local_->open(local_pieces[i]);
             if (local_files[i].ok() && local_files[i]->cold()) cold = true;
@@ -455,7 +460,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                                                      std::to_string(p.chunk_index) + ": the tail did not answer");
                 continue;
             }
-            if (r.local && r.length <= p.length) {
+            if (r.local && r.length <= p.length && !local_files.empty()) {
                 // Local read (local_reads.h): the bytes are ours to read from the chunk file.
                 Status ls = local_files[i].ok() ? local_->read(*local_files[i], local_pieces[i],
                                                               out.subspan(p.offset_in_buffer, r.length))

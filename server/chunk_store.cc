@@ -493,7 +493,6 @@ Result<ChunkStore::View> ChunkStore::describe(ChunkId id, uint64_t offset, uint6
     const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
     auto crcs = impl_->load_crcs(f, b0, b1 - b0 + 1);
     if (!crcs.ok()) return crcs.status();
-    v.first_block = b0;
     v.crcs.reserve(crcs->size());
     for (size_t i = 0; i < crcs->size(); ++i) {
         v.crcs.push_back((*crcs)[i].crc);

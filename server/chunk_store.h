@@ -85,9 +85,8 @@ public:
     // of the chunk from its file itself and check it, without this daemon touching the bytes.
     struct View {
         uint64_t length = 0;       // the chunk file's length (0: no such chunk)
-        uint64_t first_block = 0;  // the block holding offset
-        std::vector<uint32_t> crcs; // stored CRC32C of every block the range touches
-        std::vector<uint32_t> holes; // indexes (from first_block) of blocks never written
+        std::vector<uint32_t> crcs; // stored CRC32C of every block the range touches, from offset's
+        std::vector<uint32_t> holes; // indexes (into crcs) of blocks never written
         uint64_t file_dev = 0, file_ino = 0; // the chunk file (fstat), to match a reader's descriptor
     };
     Result<View> describe(ChunkId id, uint64_t offset, uint64_t size);

@@ -31,8 +31,7 @@ bool same_secret(const char* got, size_t n, const std::string& want) {
 } // namespace
 
 Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& store, const std::string& secret, uint32_t rank) {
-    const std::string name = transport::local_read_socket_name(secret, rank);
-    auto l = transport::local_read_listen(name);
+    auto l = transport::local_read_listen(transport::local_read_socket_name(secret, rank));
     if (!l.ok()) return l.status();
     int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake < 0) {
@@ -40,13 +39,13 @@ Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& stor
         ::close(*l);
         return Status::from_errno(e, "local-read server eventfd");
     }
-    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, name, *l, wake));
+    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, *l, wake));
     s->thread_ = std::thread([p = s.get()] { p->run(); });
     return s;
 }
 
-LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, std::string name, int listener, int wake)
-    : store_(store), secret_(std::move(secret)), name_(std::move(name)), listener_(listener), wake_(wake) {}
+LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, int listener, int wake)
+    : store_(store), secret_(std::move(secret)), listener_(listener), wake_(wake) {}
 
 LocalReadServer::~LocalReadServer() {
     uint64_t one = 1;
@@ -71,7 +70,6 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
             return r;
         }
         r.header.held = v->length;
-        r.header.first_block = v->first_block;
         r.header.file_dev = v->file_dev;
         r.header.file_ino = v->file_ino;
         r.crcs = std::move(v->crcs);

@@ -28,16 +28,13 @@ public:
     LocalReadServer(const LocalReadServer&) = delete;
     LocalReadServer& operator=(const LocalReadServer&) = delete;
 
-    const std::string& name() const { return name_; }
-
 private:
-    LocalReadServer(ChunkStore& store, std::string secret, std::string name, int listener, int wake);
+    LocalReadServer(ChunkStore& store, std::string secret, int listener, int wake);
     void run();
     transport::LocalReply answer(const transport::LocalRequest& req); // and its descriptor, to close
 
     ChunkStore& store_;
     const std::string secret_;
-    const std::string name_;
     int listener_;
     int wake_; // eventfd: the destructor's stop signal
     std::thread thread_;

@@ -43,10 +43,9 @@ struct LocalRequest {
 struct LocalReplyHeader {
     int32_t error = 0;  // 0, or an errno (ENOENT: no such chunk)
     uint32_t crcs = 0;  // CRC32Cs that follow: of every block the range touches (describe)
-    uint32_t holes = 0; // hole indexes that follow them: blocks never written, from first_block
+    uint32_t holes = 0; // hole indexes (into the CRC32Cs) that follow them: blocks never written
     uint32_t reserved = 0;
     uint64_t held = 0;  // the chunk file's length (describe; 0: no such chunk)
-    uint64_t first_block = 0;
     uint64_t file_dev = 0, file_ino = 0;
 };
 // A reply as both ends see it; fd is the descriptor received (-1: none), the caller's to close.
