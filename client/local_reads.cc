@@ -117,6 +117,7 @@ LocalReads::File& LocalReads::File::operator=(File&& o) noexcept {
     if (this != &o) {
         if (fd_ >= 0) ::close(fd_);
         fd_ = o.fd_;
+        cold_ = o.cold_;
         o.fd_ = -1;
     }
     return *this;

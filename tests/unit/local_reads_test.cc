@@ -248,6 +248,30 @@ TEST_F(LocalReadsTest, UnreplicatedChunksAreReadWithTheSocketAlone) {
     EXPECT_EQ(bad.status().code(), Code::io) << bad.status().to_string();
 }
 
+// The "not in the page cache" of an open (read-ahead goes by it) survives moving the file,
+// by construction and by assignment.
+TEST_F(LocalReadsTest, AnOpenedFileTellsItWasColdAfterBeingMoved) {
+    const ChunkId id{0x2008, 0};
+    const auto data = pattern(2 * kBlock, 13);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    {
+        int fd = ::open(chunk_file(dir.path(), id).c_str(), O_RDONLY);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::fdatasync(fd), 0);
+        ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+        ::close(fd);
+    }
+    const auto r = answer(id, 0, 2 * kBlock);
+    ASSERT_TRUE(reader->available(0));
+    Result<LocalReads::File> slot = Status(Code::invalid, "not yet");
+    slot = reader->open(LocalReads::Piece{0, id.ino, id.index, 0, &r});
+    ASSERT_TRUE(slot.ok()) << slot.status().to_string();
+    EXPECT_TRUE(slot->cold());
+    LocalReads::File kept;
+    kept = std::move(*slot);
+    EXPECT_TRUE(kept.cold());
+}
+
 TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {
     // A reader with another secret looks for another name: nobody there.
     LocalReads stranger(secret + "x", 1);
