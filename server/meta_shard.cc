@@ -52,6 +52,12 @@ CREATE TABLE IF NOT EXISTS xattrs(
     ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,
     PRIMARY KEY(ino, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- Layouts of replicated files whose last link went (docs/replication.md, "Resync"): a file
+-- still open somewhere lives on without an inode, and a resync must still find its chunks'
+-- chains. One row per such file for the life of the file system (the size of a layout).
+CREATE TABLE IF NOT EXISTS removed_files(
+    ino INTEGER PRIMARY KEY, chunk_size INTEGER NOT NULL, stripe_count INTEGER NOT NULL,
+    replicas INTEGER NOT NULL);
 -- Cross-shard operations this shard coordinates and has not finished (docs/design.md).
 -- AUTOINCREMENT: an id is never handed out twice, so peers may remember ids they applied.
 CREATE TABLE IF NOT EXISTS intents(
@@ -384,6 +390,18 @@ struct MetaShard::Impl {
     }
 
     // ---- rows -----------------------------------------------------------------------------
+    // Every row of a statement that selects kInodeColumns.
+    static Result<std::vector<Attr>> attrs_of(Stmt& st) {
+        std::vector<Attr> out;
+        for (;;) {
+            auto row = st.step();
+            if (!row.ok()) return row.status();
+            if (!*row) break;
+            out.push_back(attr_of(st));
+        }
+        return out;
+    }
+
     static Attr attr_of(const Stmt& st) {
         Attr a;
         a.ino = st.u64(0);
@@ -458,6 +476,9 @@ struct MetaShard::Impl {
     }
 
     Status erase_inode(uint64_t ino) {
+        JOBFS_RETURN_IF_ERROR(run("INSERT OR REPLACE INTO removed_files(ino, chunk_size, stripe_count, replicas) "
+                                  "SELECT ino, chunk_size, stripe_count, replicas FROM inodes "
+                                  "WHERE ino = ? AND type = 1 AND replicas > 1", ino));
         JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ?", ino));
         return run("DELETE FROM inodes WHERE ino = ?", ino);
     }
@@ -1820,14 +1841,18 @@ Result<std::vector<Attr>> MetaShard::regular_files() {
     static const std::string sql = std::string("SELECT ") + kInodeColumns + " FROM inodes WHERE type = 1 ORDER BY ino";
     auto st = impl_->query(sql.c_str());
     if (!st.ok()) return impl_->with_op(st.status());
-    std::vector<Attr> out;
-    for (;;) {
-        auto row = st->step();
-        if (!row.ok()) return impl_->with_op(row.status());
-        if (!*row) break;
-        out.push_back(Impl::attr_of(*st));
-    }
-    return out;
+    auto out = Impl::attrs_of(*st);
+    return out.ok() ? out : impl_->with_op(out.status());
+}
+
+Result<std::vector<Attr>> MetaShard::removed_files() {
+    JOBFS_META_OP("removed files of shard " + std::to_string(shard_id_));
+    // kInodeColumns, with zeros for what is not kept.
+    auto st = impl_->query("SELECT ino, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, chunk_size, stripe_count, 0, 0, replicas "
+                           "FROM removed_files ORDER BY ino");
+    if (!st.ok()) return impl_->with_op(st.status());
+    auto out = Impl::attrs_of(*st);
+    return out.ok() ? out : impl_->with_op(out.status());
 }
 
 Result<Counts> MetaShard::counts() {

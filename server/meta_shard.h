@@ -365,6 +365,10 @@ public:
     // them to find the chunks a restarted daemon must copy). One query; a shard of a million
     // files is ~40 MB here.
     Result<std::vector<Attr>> regular_files();
+    // The replicated regular files whose last link went, with their layouts only (ino,
+    // chunk_size, stripe_count, replicas): one still open on a client has chunks but no inode,
+    // and a resync must copy them all the same.
+    Result<std::vector<Attr>> removed_files();
 
 private:
     struct Impl;

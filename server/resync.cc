@@ -76,6 +76,15 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
     // here unless it was deleted since.
     auto files = shard_.regular_files();
     if (!files.ok()) return files.status();
+    std::unordered_set<uint64_t> live;
+    for (const Attr& a : *files) live.insert(a.ino);
+    // And the replicated files whose last link went but whose chunks some other daemon still
+    // holds: unlinked while open on a client, which goes on reading and writing them (and
+    // whose last close removes them). Their inode is gone; the shard kept their layout.
+    auto removed = shard_.removed_files();
+    if (!removed.ok()) return removed.status();
+    for (const Attr& a : *removed)
+        if (elsewhere.count(a.ino) && !live.count(a.ino)) files->push_back(a);
     for (const Attr& a : *files) {
         const placement::Layout l{a.chunk_size ? a.chunk_size : 4ull << 20, a.stripe_count, a.replicas};
         uint64_t chunks = (a.size + l.chunk_size - 1) / l.chunk_size;
@@ -114,10 +123,8 @@ Result<proto::ResyncResponse> Resync::walk(uint32_t target) {
     // removal left offline daemons out). A file counts as deleted only if no daemon but the
     // target holds any chunk of it either: a file unlinked while a client still has it open
     // has no inode any more, but its chunks stay on the serving daemons until that client
-    // closes it, so those are kept here too.
+    // closes it, so those are kept here too (and were brought up to date above).
     if (others_listed) {
-        std::unordered_set<uint64_t> live;
-        for (const Attr& a : *files) live.insert(a.ino);
         for (uint64_t ino : on_target) {
             if (proto::shard_of(ino) != shard_.shard_id() || live.count(ino) || elsewhere.count(ino)) continue;
             Status s = target == rank_ ? chunks_.remove_file(ino)

@@ -9,7 +9,7 @@
 // while writes go on. The walker also removes from the target the chunks of the shard's files
 // deleted while it was away (no inode, and no other daemon holds any chunk of them; an
 // unlinked file still open on a client keeps its chunks on the serving daemons, so its copies
-// here stay too). Progress (shards walked of all) shows in the table; when every shard is
+// here stay too, and are copied like any file's: MetaShard::removed_files keeps its layout). Progress (shards walked of all) shows in the table; when every shard is
 // done the daemon publishes itself serving. A shard that cannot be walked (its daemon is
 // down) is skipped with a warning: its files' chunks stay as they were here.
 //

@@ -849,6 +849,50 @@ TEST(ReplicationResync, ChunksOfFilesDeletedMeanwhileAreRemovedOpenOnesKept) {
     EXPECT_EQ(on_daemon2(held.ino, &placed), 0u);
 }
 
+// A file unlinked while open here has no inode, but this client goes on writing it: what it
+// wrote while daemon 2 was away must reach daemon 2's copies when it resyncs, or reads served
+// there return the old bytes. (The shard keeps the layout of removed replicated files.)
+TEST(ReplicationResync, WritesToAnUnlinkedOpenFileAreCopiedToo) {
+    test::TempDir dir("jobfs-repl-resync-orphan");
+    auto sc = start_small(dir.path(), kResyncArgs);
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    auto* cluster = &sc->cluster;
+    Client& cl = *sc->client;
+    auto f = cl.open("/orphan", O_RDWR | O_CREAT, 0644);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(cl.pwrite(**f, 0, pattern(6 << 20, 51)).ok());
+    ASSERT_TRUE(cl.unlink("/orphan").ok());
+    (*cluster)->kill(2);
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonOffline, std::chrono::seconds(30)));
+    const auto data = pattern(6 << 20, 52);
+    Status s = cl.pwrite(**f, 0, data);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_TRUE((*cluster)->restart(2).ok());
+    ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonServing, std::chrono::seconds(30)));
+
+    const uint64_t ino = (*f)->ino;
+    const Layout l{1 << 20, 0, 2};
+    size_t checked = 0;
+    for (uint64_t i = 0; i < 6; ++i) {
+        if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
+        const auto disk = chunk_on_disk(dir.path(), 2, ino, i);
+        ASSERT_EQ(disk.size(), 1u << 20) << "chunk " << i;
+        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (i << 20))) << "chunk " << i << " is stale";
+        checked++;
+    }
+    EXPECT_GE(checked, 3u);
+    // Every copy in turn (daemon 2's included), through the open handle.
+    for (int k = 0; k < 2; ++k) {
+        std::vector<uint8_t> back(6 << 20);
+        auto n = cl.pread(**f, 0, back);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        EXPECT_TRUE(back == data) << "pass " << k;
+    }
+    // Its last close removes it everywhere, daemon 2 included.
+    ASSERT_TRUE(cl.close(**f).ok());
+    for (uint64_t i = 0; i < 6; ++i) EXPECT_TRUE(chunk_on_disk(dir.path(), 2, ino, i).empty()) << "chunk " << i;
+}
+
 // ---- layout: R per file and per directory -------------------------------------------------
 
 TEST(ReplicationLayout, ConfigDefaultDirectoryInheritanceAndBadValues) {
