@@ -81,7 +81,8 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     transport::Worker* worker = c->worker_.get();
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
                                       [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); },
-                                      std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size())));
+                                      options.local_reads ? std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size()))
+                                                          : nullptr);
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
     return c;
 }

@@ -47,6 +47,10 @@ struct ClientOptions {
     // behind, failures come back from a later write, fsync or close, and other clients see the
     // data after fsync or close (MPI-IO's and close-to-open consistency).
     size_t write_behind_bytes = 0;
+    // Read large pieces of chunks held by daemons of this node from their chunk files
+    // (local_reads.h; the daemons' local-reads item must allow it too). Off: every byte over
+    // the transport, as from another node (tests that must reach every copy of a chunk).
+    bool local_reads = true;
 };
 
 // What Client::create sets on the file it makes, in the metadata call that makes it.

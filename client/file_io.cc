@@ -143,8 +143,26 @@ FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::millisecon
     : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)), local_(std::move(local)) {}
 
 transport::Endpoint FileIO::endpoint(uint32_t rank) const {
+    {
+        std::lock_guard l(eps_mu_);
+        const Endpoint& ep = daemons_[rank];
+        if (!ep.valid() || ep.health().ok()) return ep;
+    }
+    // A connection known to be broken (the daemon died, maybe restarted since): connect afresh
+    // before a call fails on it. (Local reads, for one, may have spared the transport every
+    // call since the restart.)
+    heal(rank);
     std::lock_guard l(eps_mu_);
     return daemons_[rank];
+}
+
+int FileIO::local_replica(uint64_t ino, uint64_t index, const Chain& chain) const {
+    // Which copy depends on the chunk, so that the copies' daemons share the work.
+    for (uint32_t k = 0; k < chain.length; ++k) {
+        const uint32_t rank = chain.ranks[(ino + index + k) % chain.length];
+        if (local_->available(rank)) return static_cast<int>(rank);
+    }
+    return -1;
 }
 
 void FileIO::heal(uint32_t rank) const {
@@ -321,12 +339,15 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
         Chain chain;
         uint32_t tries = 0;   // replicas asked so far
         bool to_tail = false; // a dirty replica sent us to the tail
-        bool local_failed = false; // a local read of it did not add up: the ordinary way now
         bool done = false;
         Status status;        // of the last try
         proto::ChunkReadResponse reply;
         size_t bulk = 0;
         uint32_t rank = 0;
+        // The copy on this node whose local read did not add up (-1: none). The transport asks
+        // it first: if its copy is corrupt, it finds out and repairs it from another before
+        // answering, where another copy would answer and leave it corrupt.
+        int local_failed = -1;
     };
     std::vector<Slot> slots(pieces.size());
     // Successive reads of one chunk start at successive replicas, so a hot chunk's readers
@@ -340,29 +361,47 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             return Status(Code::io, "chunk read of inode " + std::to_string(ino) + " chunk " +
                                         std::to_string(pieces[i].chunk_index) + ": no daemon of its chain is serving");
     }
-    // Unreplicated chunks held on this node are read from their files with one question to
-    // their daemon's socket and no transport round trip (local_reads.h); whatever that does not
-    // settle goes the ordinary way below.
+    // Large pieces held by a daemon of this node are read from its chunk files, with one
+    // question to its socket and no transport round trip (local_reads.h): every piece's file is
+    // opened (and a cold range asked of the disk) before the first is read. What that does not
+    // settle goes over the transport below.
     bool cold = false; // some bytes read locally were not in the page cache (read-ahead)
-    if (local_ && !replicated)
+    if (local_) {
+        std::vector<Result<LocalReads::Opened>> opened;
+        opened.reserve(pieces.size());
         for (size_t i = 0; i < pieces.size(); ++i) {
             const ChunkPiece& p = pieces[i];
             Slot& sl = slots[i];
-            if (p.length < LocalReads::kMinLength || !local_->available(sl.chain.ranks[0])) continue;
-            bool piece_cold = false;
-            auto n = local_->read_unreplicated(sl.chain.ranks[0], ino, p.chunk_index, p.offset_in_chunk,
-                                               out.subspan(p.offset_in_buffer, p.length), &piece_cold);
-            cold = cold || piece_cold;
-            if (n.ok()) {
-                sl.reply.length = *n;
-                sl.done = true;
-            } else {
-                JOBFS_INFO("local read of inode %llu chunk %llu from daemon %u: %s; reading it over the transport",
-                           static_cast<unsigned long long>(ino), static_cast<unsigned long long>(p.chunk_index),
-                           sl.chain.ranks[0], n.status().message().c_str());
-                sl.local_failed = true;
-            }
+            opened.emplace_back(Status(Code::not_found, "no local copy"));
+            if (p.length < LocalReads::kMinLength) continue;
+            const int rank = local_replica(ino, p.chunk_index, sl.chain);
+            if (rank < 0) continue;
+            const auto chain = chain_ranks(sl.chain);
+            opened[i] = local_->open({static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length,
+                                      replicated ? std::span<const uint32_t>(chain) : std::span<const uint32_t>(), t.version});
+            sl.local_failed = rank; // until it succeeds
         }
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            Slot& sl = slots[i];
+            if (!opened[i].ok()) {
+                // Dirty or stale (EAGAIN) is CRAQ's business, over the transport; anything else is worth a line.
+                if (sl.local_failed >= 0 && opened[i].status().code() != Code::again)
+                    JOBFS_INFO("%s; reading it over the transport", opened[i].status().message().c_str());
+                continue;
+            }
+            const uint64_t held = opened[i]->length();
+            cold = cold || opened[i]->cold();
+            const Status ls = held ? local_->read(*opened[i], out.subspan(pieces[i].offset_in_buffer, held)) : Status::OK();
+            opened[i] = Status(Code::cancelled, "read"); // closed now, not at the end
+            if (!ls.ok()) {
+                JOBFS_INFO("%s; reading it over the transport", ls.message().c_str());
+                continue;
+            }
+            sl.reply.length = held;
+            sl.local_failed = -1;
+            sl.done = true;
+        }
+    }
     // As for writes: while the daemons' manager has not yet taken a dead member out of the
     // table, every replica of a chain may fail (the dead one, and the others sending a dirty
     // read to it as tail); refresh the table and ask again until kFailoverTimeout.
@@ -395,22 +434,15 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                 }
             }
             const ChunkPiece& p = pieces[i];
-            const bool try_local = local_ && !sl.local_failed && p.length >= LocalReads::kMinLength;
-            sl.rank = sl.to_tail ? sl.chain.tail()
-                                 : sl.chain.ranks[(ino + p.chunk_index + turn + sl.tries) % sl.chain.length];
-            // A first try goes to a replica on this node if there is one: its bytes need no transport.
-            if (try_local && !sl.to_tail && sl.tries == 0 && !local_->available(sl.rank))
-                for (uint32_t k = 0; k < sl.chain.length; ++k)
-                    if (local_->available(sl.chain.ranks[k])) {
-                        sl.rank = sl.chain.ranks[k];
-                        break;
-                    }
+            uint64_t first = ino + p.chunk_index + turn;
+            for (uint32_t k = 0; k < sl.chain.length; ++k)
+                if (static_cast<int>(sl.chain.ranks[k]) == sl.local_failed) first = k;
+            sl.rank = sl.to_tail ? sl.chain.tail() : sl.chain.ranks[(first + sl.tries) % sl.chain.length];
             sl.tries++;
             CallOptions o;
             o.timeout = timeout_;
             o.bulk_in = out.subspan(p.offset_in_buffer, p.length);
             proto::ChunkReadRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(sl.chain), t.version};
-            req.local = try_local && local_->available(sl.rank);
             if (!fan.acquire()) break;
             asked.push_back(i);
             const Endpoint ep = endpoint(sl.rank);
@@ -426,24 +458,6 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             });
         }
         JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
-        // Local reads: every piece's chunk file is opened (and a cold range asked of the disk)
-        // before the first is read.
-        // (Only a round with a local answer pays for this.)
-        const auto is_local = [&](size_t i) { return slots[i].status.ok() && slots[i].reply.local; };
-        std::vector<LocalReads::Piece> local_pieces;
-        std::vector<Result<LocalReads::File>> local_files;
-        if (local_ && std::any_of(asked.begin(), asked.end(), is_local)) {
-            local_pieces.resize(pieces.size());
-            local_files.reserve(pieces.size());
-            for (size_t i = 0; i < pieces.size(); ++i) local_files.emplace_back(Status(Code::invalid, "not a local read"));
-        }
-        for (size_t i : asked) {
-            const Slot& sl = slots[i];
-            if (local_files.empty() || !is_local(i) || sl.reply.length > pieces[i].length) continue;
-            local_pieces[i] = {sl.rank, ino, pieces[i].chunk_index, pieces[i].offset_in_chunk, &sl.reply};
-            local_files[i] = local_->open(local_pieces[i]);
-            if (local_files[i].ok() && local_files[i]->cold()) cold = true;
-        }
         std::set<uint32_t> broken; // reconnected once each after the round
         for (size_t i : asked) {
             Slot& sl = slots[i];
@@ -458,22 +472,6 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
                 sl.to_tail = true;
                 sl.status = Status(Code::again, "chunk read of inode " + std::to_string(ino) + " chunk " +
                                                      std::to_string(p.chunk_index) + ": the tail did not answer");
-                continue;
-            }
-            if (r.local && r.length <= p.length && !local_files.empty()) {
-                // Local read (local_reads.h): the bytes are ours to read from the chunk file.
-                Status ls = local_files[i].ok() ? local_->read(*local_files[i], local_pieces[i],
-                                                              out.subspan(p.offset_in_buffer, r.length))
-                                                : local_files[i].status();
-                local_files[i] = Status(Code::invalid, "read"); // closed now, not at the end of the round
-                if (ls.ok()) {
-                    sl.done = true;
-                    continue;
-                }
-                JOBFS_INFO("%s; reading it over the transport", ls.message().c_str());
-                sl.local_failed = true;
-                sl.tries--; // not a replica's failure: ask again, the ordinary way
-                sl.status = ls;
                 continue;
             }
             if (r.length > p.length || sl.bulk != r.length) {
@@ -529,13 +527,10 @@ void FileIO::read_ahead(uint64_t ino, const Layout& layout, uint64_t file_size, 
     }
     bool asked = false, local = false;
     for (const ChunkPiece& p : split_range(from, to - from, layout.chunk_size)) {
-        const Chain chain = read_chain(ino, p.chunk_index, layout, t);
-        for (uint32_t k = 0; k < chain.length; ++k)
-            if (local_->available(chain.ranks[k])) {
-                asked = local_->prefetch(chain.ranks[k], ino, p.chunk_index, p.offset_in_chunk, p.length) || asked;
-                local = true;
-                break;
-            }
+        const int rank = local_replica(ino, p.chunk_index, read_chain(ino, p.chunk_index, layout, t));
+        if (rank < 0) continue;
+        asked = local_->prefetch(static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length) || asked;
+        local = true;
     }
     // All of it in the page cache already: a hot file, read ahead again once a read finds
     // something that is not.

@@ -98,6 +98,10 @@ public:
     // syncing ones (they take writes at the tail while they catch up); for reads the serving ones.
     Chain write_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
     Chain read_chain(uint64_t ino, uint64_t index, const Layout& layout, const proto::ChainTable& t) const;
+    // The copy of a chunk on this node that local reads and read-ahead take (-1: none). Always
+    // the same one while the chain stands, so that read-ahead warms the copy that is read and
+    // the page cache holds one copy of a chunk, not R.
+    int local_replica(uint64_t ino, uint64_t index, const Chain& chain) const;
 
 private:
     Status check(const Layout& layout) const;

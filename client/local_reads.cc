@@ -92,8 +92,10 @@ Result<transport::LocalReply> LocalReads::call(uint32_t rank, const transport::L
 namespace {
 
 Status daemon_error(int32_t error) {
-    return error == ENOENT ? Status(Code::not_found, "the daemon holds no such chunk")
-                           : Status::from_errno(error, "the daemon could not open the chunk");
+    if (error == ENOENT) return Status(Code::not_found, "the daemon holds no such chunk");
+    if (error == EAGAIN)
+        return Status(Code::again, "the daemon serves the chunk over the transport now (a write in flight, or a newer chain table)");
+    return Status::from_errno(error, "the daemon could not open the chunk");
 }
 
 } // namespace
@@ -113,26 +115,20 @@ Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) 
     return r->fd;
 }
 
-LocalReads::File& LocalReads::File::operator=(File&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.fd_;
-        cold_ = o.cold_;
-        o.fd_ = -1;
-    }
-    return *this;
-}
-
-LocalReads::File::~File() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 namespace {
 
-std::string describe(const LocalReads::Piece& p) {
-    return "local read of inode " + std::to_string(p.ino) + " chunk " + std::to_string(p.index) + " from daemon " +
-           std::to_string(p.rank);
+std::string describe(const LocalReads::Range& r) {
+    return "local read of inode " + std::to_string(r.ino) + " chunk " + std::to_string(r.index) + " from daemon " +
+           std::to_string(r.rank);
 }
+
+// Closes fd when it goes out of scope (a descriptor received with an answer not taken).
+struct FdCloser {
+    int fd;
+    ~FdCloser() {
+        if (fd >= 0) ::close(fd);
+    }
+};
 
 // Whether every page of [off, off + len) is in the page cache: cachestat(2) (Linux 6.5); on an
 // older kernel, no way to tell cheaply (a RWF_NOWAIT read also fails on a cached page that
@@ -163,91 +159,103 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     if (length == 0 || !available(rank)) return false;
     auto fd = open_chunk(rank, ino, index);
     if (!fd.ok()) return false; // not written (yet), or the daemon went away: the read will tell
-    File f(*fd);
-    if (cached(f.fd_, offset, length)) return false;
-    (void)::posix_fadvise(f.fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
+    const FdCloser closer{*fd};
+    if (cached(*fd, offset, length)) return false;
+    (void)::posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
     prefetches_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
-Result<LocalReads::File> LocalReads::open(const Piece& p) {
-    const proto::ChunkReadResponse& r = *p.answer;
-    if (!r.local || r.length == 0 || p.offset + r.length > r.held)
-        return Status(Code::protocol, describe(p) + ": the daemon's answer does not fit the request");
-    auto fd = open_chunk(p.rank, p.ino, p.index);
-    if (!fd.ok()) return fd.status().with_context(describe(p));
-    File f(*fd);
-    JOBFS_RETURN_IF_ERROR(check_and_advise(f, p));
-    return f;
+LocalReads::Opened::Opened(Opened&& o) noexcept { *this = std::move(o); }
+
+LocalReads::Opened& LocalReads::Opened::operator=(Opened&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        range_ = o.range_;
+        fd_ = o.fd_;
+        cold_ = o.cold_;
+        length_ = o.length_;
+        held_ = o.held_;
+        crcs_ = std::move(o.crcs_);
+        holes_ = std::move(o.holes_);
+        o.fd_ = -1;
+    }
+    return *this;
 }
 
-Status LocalReads::check_and_advise(File& f, const Piece& p) {
-    const proto::ChunkReadResponse& r = *p.answer;
+LocalReads::Opened::~Opened() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+Result<LocalReads::Opened> LocalReads::open(const Range& range) {
+    if (range.chain.size() > transport::kLocalMaxChain) return Status(Code::invalid, describe(range) + ": chain too long");
+    transport::LocalRequest req;
+    req.op = static_cast<uint32_t>(transport::LocalOp::describe);
+    req.ino = range.ino;
+    req.index = range.index;
+    req.offset = range.offset;
+    req.length = range.length;
+    req.table_version = range.table_version;
+    req.chain_length = static_cast<uint32_t>(range.chain.size());
+    std::copy(range.chain.begin(), range.chain.end(), req.chain);
+    auto reply = call(range.rank, req);
+    if (!reply.ok()) return reply.status().with_context(describe(range));
+    Opened o;
+    o.range_ = range;
+    o.range_.chain = {}; // the caller's
+    o.fd_ = reply->fd;
+    const transport::LocalReplyHeader& h = reply->header;
+    if (h.error != 0) return daemon_error(h.error).with_context(describe(range));
+    o.held_ = h.held;
+    o.length_ = h.held > range.offset ? std::min<uint64_t>(range.length, h.held - range.offset) : 0;
+    if (o.length_ == 0) return o; // nothing held there: zeros
+    if (o.fd_ < 0) return Status(Code::protocol, describe(range) + ": a reply without a descriptor");
+    const uint64_t end = range.offset + o.length_;
+    if (reply->crcs.size() != (end - 1) / kBlock - range.offset / kBlock + 1)
+        return Status(Code::protocol, describe(range) + ": wrong number of checksums");
+    o.crcs_ = std::move(reply->crcs);
+    o.holes_ = std::move(reply->holes);
     struct stat st {};
-    if (::fstat(f.fd_, &st) != 0) return Status::from_errno(errno, describe(p));
-    if (static_cast<uint64_t>(st.st_dev) != r.file_dev || static_cast<uint64_t>(st.st_ino) != r.file_ino)
-        return Status(Code::again, describe(p) + ": the chunk file changed (a resync replaced it)");
+    if (::fstat(o.fd_, &st) != 0) return Status::from_errno(errno, describe(range));
+    if (static_cast<uint64_t>(st.st_dev) != h.file_dev || static_cast<uint64_t>(st.st_ino) != h.file_ino)
+        return Status(Code::again, describe(range) + ": the chunk file changed (a resync replaced it)");
     // A range not in the page cache is asked of the disk at once: read block run by block run,
     // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
     // walk of them, hence the look first.)
-    const uint64_t end = p.offset + r.length;
-    const uint64_t first = p.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, r.held);
-    f.cold_ = !cached(f.fd_, first, last - first);
-    if (f.cold_) (void)::posix_fadvise(f.fd_, static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_WILLNEED);
-    return Status::OK();
+    const uint64_t first = range.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, o.held_);
+    o.cold_ = !cached(o.fd_, first, last - first);
+    if (o.cold_) (void)::posix_fadvise(o.fd_, static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_WILLNEED);
+    return o;
 }
 
-Result<uint64_t> LocalReads::read_unreplicated(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset,
-                                               std::span<uint8_t> out, bool* cold) {
-    transport::LocalRequest req;
-    req.op = static_cast<uint32_t>(transport::LocalOp::describe);
-    req.ino = ino;
-    req.index = index;
-    req.offset = offset;
-    req.length = out.size();
-    auto reply = call(rank, req);
-    if (!reply.ok()) return reply.status();
-    File f(reply->fd);
-    const transport::LocalReplyHeader& h = reply->header;
-    if (h.error != 0) return daemon_error(h.error);
-    proto::ChunkReadResponse r;
-    r.local = true;
-    r.held = h.held;
-    r.length = h.held > offset ? std::min<uint64_t>(out.size(), h.held - offset) : 0;
-    if (r.length == 0) return uint64_t{0}; // nothing held there: zeros
-    if (f.fd_ < 0) return Status(Code::protocol, "local-read reply without a descriptor");
-    r.crcs = std::move(reply->crcs);
-    r.holes = std::move(reply->holes);
-    r.file_dev = h.file_dev;
-    r.file_ino = h.file_ino;
-    const Piece p{rank, ino, index, offset, &r};
-    JOBFS_RETURN_IF_ERROR(check_and_advise(f, p));
-    *cold = f.cold();
-    JOBFS_RETURN_IF_ERROR(read(f, p, out.first(r.length)));
-    return r.length;
+Result<uint64_t> LocalReads::read_range(const Range& r, std::span<uint8_t> out, bool* cold) {
+    auto o = open(r);
+    if (!o.ok()) return o.status();
+    *cold = o->cold();
+    if (o->length() > 0) JOBFS_RETURN_IF_ERROR(read(*o, out.first(o->length())));
+    return o->length();
 }
 
-Status LocalReads::read(const File& f, const Piece& p, std::span<uint8_t> out) {
-    const proto::ChunkReadResponse& r = *p.answer;
+Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
+    const Range& p = o.range_;
     const uint64_t offset = p.offset;
-    const uint64_t end = offset + r.length;
-    if (f.fd_ < 0 || out.size() != r.length || r.length == 0 || end > r.held)
-        return Status(Code::protocol, describe(p) + ": the daemon's answer does not fit the request");
+    const uint64_t end = offset + o.length_;
+    if (o.fd_ < 0 || out.size() != o.length_ || o.length_ == 0)
+        return Status(Code::invalid, describe(p) + ": nothing opened to read, or a buffer of another size");
     const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
-    if (r.crcs.size() != b1 - b0 + 1) return Status(Code::protocol, describe(p) + ": wrong number of checksums");
-    size_t next_hole = 0; // r.holes is ascending
+    size_t next_hole = 0; // holes_ is ascending
     const auto check = [&](uint64_t b, const uint8_t* at, size_t n) -> Status {
         const uint32_t i = static_cast<uint32_t>(b - b0);
-        while (next_hole < r.holes.size() && r.holes[next_hole] < i) ++next_hole;
-        const bool hole = next_hole < r.holes.size() && r.holes[next_hole] == i;
+        while (next_hole < o.holes_.size() && o.holes_[next_hole] < i) ++next_hole;
+        const bool hole = next_hole < o.holes_.size() && o.holes_[next_hole] == i;
         if (hole ? std::all_of(at, at + n, [](uint8_t c) { return c == 0; })
-                 : transport::crc32c(std::span<const uint8_t>(at, n)) == r.crcs[i])
+                 : transport::crc32c(std::span<const uint8_t>(at, n)) == o.crcs_[i])
             return Status::OK();
         // A write or truncate since the daemon answered, or a corrupt block: the ordinary read
         // tells which (and repairs a corrupt copy).
         return Status(Code::io, describe(p) + ": block " + std::to_string(b) + " does not match its checksum");
     };
-    const auto block_end = [&](uint64_t b) { return std::min<uint64_t>((b + 1) * kBlock, r.held); };
+    const auto block_end = [&](uint64_t b) { return std::min<uint64_t>((b + 1) * kBlock, o.held_); };
     std::vector<uint8_t> scratch;
     for (uint64_t b = b0; b <= b1;) {
         const uint64_t bs = b * kBlock;
@@ -255,7 +263,7 @@ Status LocalReads::read(const File& f, const Piece& p, std::span<uint8_t> out) {
             // A run of blocks the range covers whole: straight into out.
             uint64_t e = b;
             while (e + 1 <= b1 && e + 1 - b < kRunBlocks && block_end(e + 1) <= end) ++e;
-            if (!pread_all(f.fd_, out.data() + (bs - offset), block_end(e) - bs, bs))
+            if (!pread_all(o.fd_, out.data() + (bs - offset), block_end(e) - bs, bs))
                 return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
             for (uint64_t x = b; x <= e; ++x)
                 JOBFS_RETURN_IF_ERROR(check(x, out.data() + (x * kBlock - offset), block_end(x) - x * kBlock));
@@ -265,7 +273,7 @@ Status LocalReads::read(const File& f, const Piece& p, std::span<uint8_t> out) {
         // A block at either edge of the range: whole into scratch, checked, the part asked for copied.
         scratch.resize(kBlock);
         const size_t n = static_cast<size_t>(block_end(b) - bs);
-        if (!pread_all(f.fd_, scratch.data(), n, bs))
+        if (!pread_all(o.fd_, scratch.data(), n, bs))
             return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
         JOBFS_RETURN_IF_ERROR(check(b, scratch.data(), n));
         const uint64_t cs = std::max(bs, offset), ce = std::min<uint64_t>(bs + n, end);

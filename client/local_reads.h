@@ -4,16 +4,15 @@
 // Why: a daemon on the reader's node that serves a read copies the bytes from its page cache
 // into a buffer, the transport copies them through a socket, and the reader copies them out
 // again; reading the chunk file directly is one copy, as reading a local file is. HDFS does the
-// same ("short-circuit local reads"). Only the bytes take the short cut: a read of a replicated
-// chunk still asks its daemon over the transport, which checks the chain table and the chunk's
-// CRAQ state as for any read and answers "read it yourself" with the stored CRC32C of the
-// blocks, the chunk file's identity and length; the reader then gets a read-only descriptor of
-// the file over the daemon's Unix socket (ucx-transport/local_read_socket.h). An unreplicated
-// chunk has nothing of that to check: one question on the socket brings the description and
-// the descriptor. Either way the reader checks the descriptor is of the file described, reads
-// whole blocks and checks every one. Anything that does not add up (a write or a resync changed the file
-// meanwhile, a corrupt block, a daemon gone) makes the caller read the same piece the ordinary
-// way, where the daemon checks, repairs and answers as always.
+// same ("short-circuit local reads"). Only the bytes take the short cut: the reader asks the
+// daemon over its Unix socket (ucx-transport/local_read_socket.h) for the range, and the
+// daemon answers as it would a read over the transport (for a replicated chunk it checks the
+// chain table and the chunk's CRAQ state first) with the stored CRC32C of the blocks, the
+// chunk file's identity and length, and a read-only descriptor of it. The reader checks the
+// descriptor is of the file described, reads whole blocks and checks every one. Anything that
+// does not add up (a write or a resync changed the file meanwhile, a corrupt block, a dirty
+// replica, a daemon gone) makes the caller read the same piece over the transport, where the
+// daemon checks, repairs and answers as always.
 //
 // Descriptors are not kept: one is asked for per piece read, so that a deleted file's space is
 // never held by a reader (a round trip of the Unix socket, a few microseconds).
@@ -29,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "daemon_protocol.h"
 #include "local_read_socket.h"
 #include "result.h"
 
@@ -49,43 +47,44 @@ public:
     // first call; after a failure, tries again at most every few seconds (a daemon restarted).
     bool available(uint32_t rank);
 
-    // A piece to be read locally: bytes [offset, offset + answer.length) of chunk `index` of
-    // file `ino`, held by daemon `rank`, which answered `answer` (answer.local).
-    struct Piece {
+    // A range of a chunk to read: bytes [offset, offset + length) of chunk `index` of file
+    // `ino`, held by daemon `rank` of this node. A replicated chunk also names the reader's
+    // chain of it and the chain table that comes from (the daemon checks them).
+    struct Range {
         uint32_t rank = 0;
-        uint64_t ino = 0, index = 0, offset = 0;
-        const proto::ChunkReadResponse* answer = nullptr;
+        uint64_t ino = 0, index = 0, offset = 0, length = 0;
+        std::span<const uint32_t> chain{};
+        uint64_t table_version = 0;
     };
-    // The chunk file of a piece, open, checked to be the file the daemon described, its range
-    // asked of the disk unless it is in the page cache already. Open every piece of a request
-    // first and read them after, so that a cold read keeps the disk busy with all of them.
-    class File {
+    // A range described by its daemon, its chunk file open and checked to be the file
+    // described, its bytes asked of the disk unless they are in the page cache. Open every range
+    // of a request first and read them after, so that a cold read keeps the disk busy with all.
+    class Opened {
     public:
-        File() = default;
-        File(File&& o) noexcept : fd_(o.fd_), cold_(o.cold_) { o.fd_ = -1; }
-        File& operator=(File&& o) noexcept;
-        ~File();
+        Opened() = default;
+        Opened(Opened&& o) noexcept;
+        Opened& operator=(Opened&& o) noexcept;
+        ~Opened();
+        // How many bytes of the range the chunk holds (the rest is past its end: zeros).
+        uint64_t length() const { return length_; }
         // Some of the range was not in the page cache when opened (it was asked of the disk).
         bool cold() const { return cold_; }
     private:
         friend class LocalReads;
-        explicit File(int fd) : fd_(fd) {}
+        Range range_{};
         int fd_ = -1;
         bool cold_ = false;
+        uint64_t length_ = 0, held_ = 0;
+        std::vector<uint32_t> crcs_, holes_;
     };
-    // Errors of open and read mean: read this piece the ordinary way.
-    Result<File> open(const Piece& p);
-    // Reads the piece into out (out.size() == answer.length) and checks every block.
-    Status read(const File& f, const Piece& p, std::span<uint8_t> out);
-
-    // An unreplicated chunk (no chain, no CRAQ versions: what the daemon would answer over the
-    // transport is what it knows of the chunk file) needs no transport round trip: the daemon is
-    // asked over its socket alone (LocalOp::describe), then the range is read and checked as
-    // read() does. Returns how many bytes the chunk holds there (fewer than out.size(): the
-    // rest is a hole or past the chunk's end, zeros to the caller). Errors: read it the ordinary way.
-    // *cold: some of it was not in the page cache.
-    Result<uint64_t> read_unreplicated(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset,
-                                       std::span<uint8_t> out, bool* cold);
+    // Errors of open and read mean: read this range over the transport.
+    Result<Opened> open(const Range& r);
+    // Reads what the chunk holds of the range into out (out.size() == o.length()) and checks
+    // every block.
+    Status read(const Opened& o, std::span<uint8_t> out);
+    // open, then read into out (out.size() == r.length): the bytes the chunk holds there.
+    // *cold: some of them were not in the page cache.
+    Result<uint64_t> read_range(const Range& r, std::span<uint8_t> out, bool* cold);
 
     // Read-ahead of a sequential reader: asks the disk for bytes [offset, offset + length) of
     // chunk `index` of file `ino` held by daemon `rank` (posix_fadvise WILLNEED) without
@@ -103,8 +102,6 @@ private:
     // One request over daemon `rank`'s socket; a failure (not the daemon's error answer) closes it.
     Result<transport::LocalReply> call(uint32_t rank, const transport::LocalRequest& req);
     Result<int> open_chunk(uint32_t rank, uint64_t ino, uint64_t index);
-    // Checks that f is the file the answer describes and asks the disk for the range unless cached.
-    Status check_and_advise(File& f, const Piece& p);
 
     const std::string secret_;
     std::vector<std::unique_ptr<Daemon>> daemons_;

@@ -88,6 +88,26 @@ uint64_t ChunkService::pending(ChunkId id) {
     return it == versions_.end() ? 0 : it->second.pending;
 }
 
+Status ChunkService::stale(uint64_t sender_version) const {
+    // Unreplicated requests (R=1) carry no table: no lock of the membership for them.
+    if (sender_version == 0) return Status::OK();
+    const uint64_t mine = table_version_ ? table_version_() : 0;
+    if (mine != 0 && sender_version < mine)
+        return Status(Code::again, "chain table " + std::to_string(sender_version) + " is stale (daemon " +
+                                       std::to_string(rank_) + " has " + std::to_string(mine) + ")");
+    return Status::OK();
+}
+
+Status ChunkService::read_gate(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version) {
+    JOBFS_RETURN_IF_ERROR(stale(table_version));
+    if (chain.size() <= 1) return Status::OK();
+    if (position(chain, rank_) < 0) return Status(Code::again, "daemon " + std::to_string(rank_) + " is not in the chain");
+    uint64_t pending = 0;
+    if (chain.back() != rank_ && dirty(id, &pending))
+        return Status(Code::again, "a write of the chunk is in flight here: ask over the transport");
+    return Status::OK();
+}
+
 Result<std::vector<uint8_t>> ChunkService::fetch(ChunkId id, uint32_t source_rank) {
     if (!peer_) return Status(Code::unsupported, "no peers to copy from");
     auto ep = peer_(source_rank);
@@ -199,16 +219,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
                            PeerFn peer, TableVersionFn table_version)
     : store_(store), pool_(pool), rank_(rank), peer_(std::move(peer)), table_version_(std::move(table_version)) {
     auto* self = this;
-    // A request built from an older chain table than ours must be re-planned by its sender.
-    auto stale = [self](uint64_t sender_version) -> Status {
-        // Unreplicated requests (R=1) carry no table: no lock of the membership for them.
-        if (sender_version == 0) return Status::OK();
-        const uint64_t mine = self->table_version_ ? self->table_version_() : 0;
-        if (mine != 0 && sender_version < mine)
-            return Status(Code::again, "chain table " + std::to_string(sender_version) + " is stale (daemon " +
-                                           std::to_string(self->rank_) + " has " + std::to_string(mine) + ")");
-        return Status::OK();
-    };
+    auto stale = [self](uint64_t sender_version) { return self->stale(sender_version); };
 
     rpc::serve<proto::ChunkWrite>(worker, [self, stale](ServerCall call, proto::ChunkWriteRequest&& req) {
         if (req.length != call.bulk_length())
@@ -270,23 +281,6 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
     auto serve_read = [self](ServerCall call, proto::ChunkReadRequest req) {
         boost::asio::post(self->pool_, [self, call, req] {
             const ChunkId id{req.chunk.ino, req.chunk.index};
-            if (req.local && self->local_reads_.load(std::memory_order_relaxed)) {
-                // A reader on this node reads the bytes itself (docs/design.md, "Local reads"):
-                // it gets what it needs to check them. Nothing held there, or an error: the
-                // ordinary read below says so.
-                auto v = self->store_.describe(id, req.offset, req.length);
-                if (v.ok() && v->length > req.offset) {
-                    proto::ChunkReadResponse r;
-                    r.length = std::min<uint64_t>(req.length, v->length - req.offset);
-                    r.crcs = std::move(v->crcs);
-                    r.local = true;
-                    r.held = v->length;
-                    r.file_dev = v->file_dev;
-                    r.file_ino = v->file_ino;
-                    r.holes = std::move(v->holes);
-                    return rpc::reply<proto::ChunkRead>(call, r);
-                }
-            }
             auto buf = self->buffers_.get(req.length);
             std::vector<uint32_t> crcs; // the stored checksums of the blocks it returns whole
             auto n = self->store_.read(id, req.offset, *buf, &crcs);

@@ -44,10 +44,12 @@ public:
     ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool, uint32_t rank = 0,
                  PeerFn peer = {}, TableVersionFn table_version = {});
 
-    // Whether reads that say they come from this node may be answered for the reader to read
-    // the chunk file itself (ChunkReadRequest::local; the daemon's local-reads item, which also
-    // starts the server/local_read_server.h socket through which such readers open the files).
-    void allow_local_reads(bool on) { local_reads_ = on; }
+    // Whether a read of chunk `id` by a reader whose chain of it is `chain` (from chain table
+    // `table_version`) may be served from the local copy now, as CRAQ has it: the reader's
+    // table is not older than ours, this daemon is in the chain, and it is the tail or holds
+    // no write of the chunk in flight. Code::again otherwise. For readers that read the chunk
+    // file themselves (server/local_read_server.h); any thread.
+    Status read_gate(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version);
 
     // Reads a whole chunk from another replica and stores it here in place of the local copy
     // (repair after a checksum error; resync). Blocking: call on the pool only.
@@ -85,6 +87,9 @@ private:
         uint64_t committed() const { return in_flight.empty() ? pending : *in_flight.begin() - 1; }
     };
 
+    // Code::again when a request built from chain table `sender_version` must be re-planned by
+    // its sender (ours is newer).
+    Status stale(uint64_t sender_version) const;
     uint64_t begin_write(ChunkId id, uint64_t version); // version 0: number it (head)
     void end_write(ChunkId id, uint64_t version);
     // True with the newest version seen when a write of the chunk is still in flight.
@@ -107,7 +112,6 @@ private:
     std::mutex versions_mu_;
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
-    std::atomic<bool> local_reads_{false};
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
 };
 

@@ -214,10 +214,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
     if (config.local_reads) {
         // Without it readers get every byte over the transport: slower, never wrong.
-        auto lr = LocalReadServer::start(*p.chunks, *secret, rank);
+        ChunkService* chunks = p.chunk_service.get();
+        auto lr = LocalReadServer::start(*p.chunks, *secret, rank,
+                                         [chunks](ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version) {
+                                             return chunks->read_gate(id, chain, table_version);
+                                         });
         if (lr.ok()) {
             p.local_reads = std::move(*lr);
-            p.chunk_service->allow_local_reads(true);
         } else {
             JOBFS_WARN("local reads are off: %s", lr.status().message().c_str());
         }

@@ -30,7 +30,8 @@ bool same_secret(const char* got, size_t n, const std::string& want) {
 
 } // namespace
 
-Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& store, const std::string& secret, uint32_t rank) {
+Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& store, const std::string& secret, uint32_t rank,
+                                                                ReadGate gate) {
     auto l = transport::local_read_listen(transport::local_read_socket_name(secret, rank));
     if (!l.ok()) return l.status();
     int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -39,13 +40,13 @@ Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& stor
         ::close(*l);
         return Status::from_errno(e, "local-read server eventfd");
     }
-    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, *l, wake));
+    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, std::move(gate), *l, wake));
     s->thread_ = std::thread([p = s.get()] { p->run(); });
     return s;
 }
 
-LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, int listener, int wake)
-    : store_(store), secret_(std::move(secret)), listener_(listener), wake_(wake) {}
+LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, int listener, int wake)
+    : store_(store), secret_(std::move(secret)), gate_(std::move(gate)), listener_(listener), wake_(wake) {}
 
 LocalReadServer::~LocalReadServer() {
     uint64_t one = 1;
@@ -60,9 +61,19 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
     const ChunkId id{req.ino, req.index};
     const auto errno_of = [](const Status& s) { return s.code() == Code::not_found ? ENOENT : s.to_errno(); };
     if (req.op == static_cast<uint32_t>(transport::LocalOp::describe)) {
-        if (req.length / ChunkStore::kBlockSize + 2 > transport::kLocalMaxBlocks) {
+        if (req.length / ChunkStore::kBlockSize + 2 > transport::kLocalMaxBlocks || req.chain_length > transport::kLocalMaxChain) {
             r.header.error = EINVAL;
             return r;
+        }
+        if (req.chain_length > 1) {
+            // CRAQ: only what a read over the transport would serve here.
+            const std::vector<uint32_t> chain(req.chain, req.chain + req.chain_length);
+            const Status s = gate_ ? gate_(id, chain, req.table_version)
+                                   : Status(Code::again, "replicated chunks are read over the transport");
+            if (!s.ok()) {
+                r.header.error = EAGAIN;
+                return r;
+            }
         }
         auto v = store_.describe(id, req.offset, req.length);
         if (!v.ok()) {

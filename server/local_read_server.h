@@ -1,17 +1,19 @@
-// local_read_server.h: hands readers on this daemon's node read-only descriptors of its chunk
-// files, over the Unix socket of ucx-transport/local_read_socket.h (local reads:
-// docs/design.md, "Local reads"). With one, a reader that asked for a large range over the
-// transport and was told "read it yourself" (ChunkReadRequest::local) reads the bytes from the
-// page cache or the disk straight into its buffer, and checks them against the CRC32Cs the
-// daemon sent, instead of the daemon reading them and both sides copying them through a socket.
+// local_read_server.h: describes ranges of this daemon's chunks to readers on its node and
+// hands them read-only descriptors of the chunk files, over the Unix socket of
+// ucx-transport/local_read_socket.h (local reads: docs/design.md, "Local reads"). With them a
+// reader reads the bytes from the page cache or the disk straight into its buffer and checks
+// them against the CRC32Cs the daemon sent, instead of the daemon reading them and both sides
+// copying them through a socket.
 //
 // One thread polls the listening socket and every connection; each request is an open() and a
 // sendmsg(). A connection that sends a wrong hello or a malformed request is closed.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "local_read_socket.h"
 #include "result.h"
@@ -21,20 +23,27 @@ namespace jobfs::server {
 
 class LocalReadServer {
 public:
-    // Listens on local_read_socket_name(secret, rank). `store` must outlive the server.
-    static Result<std::unique_ptr<LocalReadServer>> start(ChunkStore& store, const std::string& secret, uint32_t rank);
+    // Whether a replicated chunk may be read here now by a reader whose chain of it is `chain`,
+    // from chain table `table_version` (ChunkService::read_gate). Called on the server's thread.
+    using ReadGate = std::function<Status(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version)>;
+
+    // Listens on local_read_socket_name(secret, rank). `store` must outlive the server. Without
+    // a gate, replicated chunks are never described (their readers go over the transport).
+    static Result<std::unique_ptr<LocalReadServer>> start(ChunkStore& store, const std::string& secret, uint32_t rank,
+                                                          ReadGate gate = {});
     ~LocalReadServer(); // stops the thread and closes every connection
 
     LocalReadServer(const LocalReadServer&) = delete;
     LocalReadServer& operator=(const LocalReadServer&) = delete;
 
 private:
-    LocalReadServer(ChunkStore& store, std::string secret, int listener, int wake);
+    LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, int listener, int wake);
     void run();
     transport::LocalReply answer(const transport::LocalRequest& req); // and its descriptor, to close
 
     ChunkStore& store_;
     const std::string secret_;
+    const ReadGate gate_;
     int listener_;
     int wake_; // eventfd: the destructor's stop signal
     std::thread thread_;

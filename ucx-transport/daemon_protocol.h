@@ -51,33 +51,21 @@ struct ChunkWriteRequest {
 // `chain` as for writes (the daemon needs the tail, and the other copies for a repair).
 // The reply carries the CRC32C of the bytes returned, cut as a write's; `dirty`: this replica
 // holds a write the tail has not committed yet, ask the tail instead (CRAQ).
-//
-// Local reads (docs/design.md, "Local reads"): `local` says the reader runs on this daemon's
-// node and can open its chunk files (client/local_reads.h). A daemon that allows it may then
-// answer a clean chunk without bulk, with `local` set: the reader reads the bytes from the chunk
-// file itself and checks them. `crcs` are then the stored CRC32C of every whole 64 KiB block
-// the range touches (from the block holding `offset`), `holes` the indexes among those of
-// blocks never written (zeros), `held` the chunk file's length, and `file_dev`/`file_ino` the
-// chunk file, so that the reader knows the descriptor it holds is of the same file.
+// (Readers on the daemon's node read large ranges from the chunk files themselves, asking the
+// daemon over its Unix socket instead: ucx-transport/local_read_socket.h.)
 struct ChunkReadRequest {
     ChunkRef chunk;
     uint64_t offset = 0;
     uint64_t length = 0;
     std::vector<uint32_t> chain;
     uint64_t table_version = 0;
-    bool local = false;
-    JOBFS_FIELDS(chunk, offset, length, chain, table_version, local)
+    JOBFS_FIELDS(chunk, offset, length, chain, table_version)
 };
 struct ChunkReadResponse {
     uint64_t length = 0;
     std::vector<uint32_t> crcs;
     bool dirty = false;
-    bool local = false;
-    uint64_t held = 0;
-    uint64_t file_dev = 0;
-    uint64_t file_ino = 0;
-    std::vector<uint32_t> holes{};
-    JOBFS_FIELDS(length, crcs, dirty, local, held, file_dev, file_ino, holes)
+    JOBFS_FIELDS(length, crcs, dirty)
 };
 
 // Scrub (jobfs scrub): the daemon reads its whole copy of the chunk and checks every block. A

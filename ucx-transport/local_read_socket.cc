@@ -9,7 +9,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "placement.h"
+
 namespace jobfs::transport {
+
+static_assert(kLocalMaxChain == placement::kMaxReplicas, "a chain must fit a LocalRequest");
 
 namespace {
 

@@ -15,9 +15,14 @@
 //   daemon -> reader: LocalReplyHeader, then its CRC32Cs and hole indexes (uint32 each), with
 //                     the chunk file's descriptor attached (SCM_RIGHTS) when error is 0 and
 //                     the daemon holds the chunk
-// LocalOp::open asks for the descriptor only (read-ahead, and reads whose checks the daemon
-// made over the transport); LocalOp::describe also for what ChunkStore::describe says of a
-// range, which for an unreplicated chunk is all a reader needs: no transport round trip.
+// LocalOp::describe asks for what ChunkStore::describe says of a range (the stored CRC32C of
+// every block it touches, which of them are holes, the file's length and identity) and the
+// descriptor: all a reader needs to read the range itself and check it, with no transport
+// round trip. A replicated chunk's request names the reader's chain of it and the chain table
+// it comes from; the daemon answers it only as a read over the transport would be (a table
+// not older than its own, a member of the chain, and no write of the chunk in flight here
+// unless it is the tail), else EAGAIN: read it over the transport, where CRAQ's rules apply.
+// LocalOp::open asks for the descriptor only (read-ahead).
 // Whoever holds the secret may read every chunk anyway (over the transport): the socket gives
 // no more than that, and only read-only descriptors.
 #pragma once
@@ -31,14 +36,18 @@
 
 namespace jobfs::transport {
 
-inline constexpr char kLocalReadHello[] = "jobfs-local-reads-1:";
+inline constexpr char kLocalReadHello[] = "jobfs-local-reads-2:";
 
 enum class LocalOp : uint32_t { open = 1, describe = 2 };
+inline constexpr uint32_t kLocalMaxChain = 3; // placement.h's kMaxReplicas
 struct LocalRequest {
-    uint32_t op = 0; // LocalOp
-    uint32_t reserved = 0;
+    uint32_t op = 0;           // LocalOp
+    uint32_t chain_length = 0; // describe of a replicated chunk: the reader's chain of it (0, 1: unreplicated)
     uint64_t ino = 0, index = 0;
     uint64_t offset = 0, length = 0; // describe: the range
+    uint64_t table_version = 0;      // the chain table the chain comes from
+    uint32_t chain[kLocalMaxChain] = {};
+    uint32_t reserved = 0;
 };
 struct LocalReplyHeader {
     int32_t error = 0;  // 0, or an errno (ENOENT: no such chunk)

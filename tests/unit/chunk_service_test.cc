@@ -10,7 +10,9 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "daemon_protocol.h"
 #include "test_util.h"
@@ -30,7 +32,7 @@ protected:
         dir = ::mkdtemp(tmpl);
         start(dir);
     }
-    void start(const std::string& data_dir) {
+    void start(const std::string& data_dir, ChunkService::PeerFn peer = {}, ChunkService::TableVersionFn table_version = {}) {
         auto st = ChunkStore::open(data_dir, kChunk);
         ASSERT_TRUE(st.ok()) << st.status().to_string();
         store = std::move(*st);
@@ -40,7 +42,7 @@ protected:
         auto w = transport::Worker::create(o);
         ASSERT_TRUE(w.ok());
         server = std::move(*w);
-        service = std::make_unique<ChunkService>(*server, *store, pool);
+        service = std::make_unique<ChunkService>(*server, *store, pool, 0, std::move(peer), std::move(table_version));
         auto port = server->listen("127.0.0.1", 0);
         ASSERT_TRUE(port.ok());
         o.name = "client";
@@ -180,6 +182,76 @@ TEST_F(ChunkServiceTest, CorruptChunkReadsAsIoErrorAtTheClient) {
     ASSERT_FALSE(back.ok());
     EXPECT_EQ(back.status().code(), Code::io);
     EXPECT_EQ(back.status().to_errno(), EIO);
+}
+
+// The gate of local reads (ChunkService::read_gate: readers that read the chunk file themselves)
+// lets through what CRAQ lets a replica serve: not a reader with an older chain table, not a
+// daemon outside the reader's chain, and, while a write of the chunk is on its way down the
+// chain (the replica is dirty), only the tail.
+TEST_F(ChunkServiceTest, ReadGateServesOnlyWhatCraqAllows) {
+    TearDownKeepDir();
+    // Daemon 1, this daemon's successor: holds every write passed to it until told to answer.
+    transport::WorkerOptions o;
+    o.name = "successor";
+    o.secret = "s";
+    auto succ = transport::Worker::create(o);
+    ASSERT_TRUE(succ.ok());
+    std::mutex mu;
+    std::vector<transport::ServerCall> held;
+    auto bytes = std::make_shared<std::vector<uint8_t>>(kChunk);
+    rpc::serve<proto::ChunkWrite>(**succ, [&mu, &held, bytes](transport::ServerCall call, proto::ChunkWriteRequest&&) {
+        call.receive_bulk(std::span<uint8_t>(bytes->data(), call.bulk_length()), [&mu, &held, call](Status) {
+            std::lock_guard l(mu);
+            held.push_back(call);
+        });
+    });
+    auto succ_port = (*succ)->listen("127.0.0.1", 0);
+    ASSERT_TRUE(succ_port.ok());
+    transport::Endpoint to_succ;
+    start(dir, [&to_succ](uint32_t) -> Result<transport::Endpoint> { return to_succ; }, [] { return uint64_t{5}; });
+    auto ep = server->connect("127.0.0.1", *succ_port);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    to_succ = *ep;
+
+    const ChunkId id{9, 0};
+    EXPECT_TRUE(service->read_gate(id, {0, 1}, 5).ok());
+    EXPECT_TRUE(service->read_gate(id, {}, 0).ok()) << "unreplicated: nothing to check";
+    EXPECT_EQ(service->read_gate(id, {0, 1}, 4).code(), Code::again) << "an older table";
+    EXPECT_EQ(service->read_gate(id, {1, 2}, 5).code(), Code::again) << "not in the chain";
+
+    // A write enters here as head and waits at the successor: dirty here.
+    const auto data = pattern(1 << 20, 8);
+    std::atomic<int> written{0};
+    transport::CallOptions co;
+    co.bulk_out = data;
+    rpc::call_async<proto::ChunkWrite>(conn, proto::ChunkWriteRequest{{9, 0}, 0, data.size(), {0, 1}, {}, 0, 5}, co,
+                                       [&written](Result<proto::Empty> r, size_t) { written = r.ok() ? 1 : -1; });
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < until) {
+        {
+            std::lock_guard l(mu);
+            if (!held.empty()) break;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+    {
+        std::lock_guard l(mu);
+        ASSERT_EQ(held.size(), 1u) << "the write never reached the successor";
+    }
+    EXPECT_EQ(service->read_gate(id, {0, 1}, 5).code(), Code::again) << "dirty, and not the tail";
+    EXPECT_TRUE(service->read_gate(id, {1, 0}, 5).ok()) << "the tail serves what it holds";
+    EXPECT_TRUE(service->read_gate(ChunkId{9, 1}, {0, 1}, 5).ok()) << "another chunk is clean";
+    {
+        std::lock_guard l(mu);
+        held[0].reply(Status::OK());
+        held.clear();
+    }
+    while (written == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    ASSERT_EQ(written, 1);
+    EXPECT_TRUE(service->read_gate(id, {0, 1}, 5).ok()) << "committed: clean again";
+    to_succ = {};
+    TearDownKeepDir();
+    succ->reset();
 }
 
 TEST_F(ChunkServiceTest, FullDiskIsNoSpaceAtTheClient) {

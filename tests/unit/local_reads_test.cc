@@ -46,37 +46,33 @@ protected:
         auto st = ChunkStore::open(dir.path(), kChunk);
         ASSERT_TRUE(st.ok()) << st.status().to_string();
         store = std::move(*st);
-        auto srv = LocalReadServer::start(*store, secret, 0);
+        auto srv = LocalReadServer::start(*store, secret, 0, [this](ChunkId, const std::vector<uint32_t>& chain, uint64_t v) {
+            gate_calls++;
+            gate_chain = chain;
+            gate_version = v;
+            return gate_answer;
+        });
         ASSERT_TRUE(srv.ok()) << srv.status().to_string();
         server = std::move(*srv);
         reader = std::make_unique<LocalReads>(secret, 1);
     }
 
-    // What the daemon answers a local read of [offset, offset + size) (ChunkService does the same).
-    proto::ChunkReadResponse answer(ChunkId id, uint64_t offset, uint64_t size) {
-        auto v = store->describe(id, offset, size);
-        EXPECT_TRUE(v.ok()) << v.status().to_string();
-        proto::ChunkReadResponse r;
-        if (!v.ok() || v->length <= offset) return r;
-        r.length = std::min<uint64_t>(size, v->length - offset);
-        r.crcs = v->crcs;
-        r.holes = v->holes;
-        r.local = true;
-        r.held = v->length;
-        r.file_dev = v->file_dev;
-        r.file_ino = v->file_ino;
-        return r;
-    }
-
-    Status read_locally(ChunkId id, uint64_t offset, const proto::ChunkReadResponse& r, std::vector<uint8_t>& out) {
-        out.assign(r.length, 0xee);
+    // Reads [offset, offset + size) of chunk id locally: out gets what the chunk holds there.
+    Status read_locally(ChunkId id, uint64_t offset, uint64_t size, std::vector<uint8_t>& out) {
+        out.assign(size, 0xee);
         if (!reader->available(0)) return Status(Code::peer_gone, "daemon 0 is not available for local reads");
-        const LocalReads::Piece p{0, id.ino, id.index, offset, &r};
-        auto f = reader->open(p);
-        if (!f.ok()) return f.status();
-        return reader->read(*f, p, out);
+        bool cold = false;
+        auto n = reader->read_range({0, id.ino, id.index, offset, size}, out, &cold);
+        if (!n.ok()) return n.status();
+        out.resize(*n);
+        return Status::OK();
     }
 
+    // The daemon's gate for replicated chunks (ChunkService::read_gate in jobfsd): what it was asked.
+    Status gate_answer;
+    int gate_calls = 0;
+    std::vector<uint32_t> gate_chain;
+    uint64_t gate_version = 0;
     TempDir dir;
     std::string secret;
     std::unique_ptr<ChunkStore> store;
@@ -99,15 +95,14 @@ TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
         {2 * kBlock + 5, 4 * kBlock}, {3 * kBlock, 2 * kBlock}, {8 * kBlock + 77, kChunk}, {length - 1, 1},
     };
     for (auto [off, size] : ranges) {
-        const auto r = answer(id, off, size);
-        ASSERT_TRUE(r.local);
         std::vector<uint8_t> got;
-        Status s = read_locally(id, off, r, got);
+        Status s = read_locally(id, off, size, got);
         ASSERT_TRUE(s.ok()) << off << "+" << size << ": " << s.to_string();
-        std::vector<uint8_t> want(r.length);
+        std::vector<uint8_t> want(size);
         auto n = store->read(id, off, want);
         ASSERT_TRUE(n.ok());
-        ASSERT_EQ(*n, r.length);
+        ASSERT_EQ(*n, got.size());
+        want.resize(*n);
         EXPECT_EQ(got, want) << off << "+" << size;
     }
     EXPECT_EQ(reader->reads(), ranges.size());
@@ -123,15 +118,13 @@ TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
         f.seekp(static_cast<std::streamoff>(2 * kBlock + 99));
         f.put('\x5a');
     }
-    const auto r = answer(id, 0, 4 * kBlock);
     std::vector<uint8_t> got;
-    Status s = read_locally(id, 0, r, got);
+    Status s = read_locally(id, 0, 4 * kBlock, got);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), Code::io) << s.to_string();
     EXPECT_NE(s.message().find("block 2"), std::string::npos) << s.to_string();
     // A range that avoids the bad block is fine.
-    const auto r2 = answer(id, 0, 2 * kBlock);
-    EXPECT_TRUE(read_locally(id, 0, r2, got).ok());
+    EXPECT_TRUE(read_locally(id, 0, 2 * kBlock, got).ok());
     EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
     EXPECT_EQ(reader->reads(), 1u);
 }
@@ -142,57 +135,84 @@ TEST_F(LocalReadsTest, DataWhereTheDaemonSaidHoleIsRefused) {
     const ChunkId id{0x2003, 1};
     const auto data = pattern(3 * kBlock, 5);
     ASSERT_TRUE(store->write(id, 2 * kBlock, std::span(data).subspan(2 * kBlock)).ok());
-    auto r = answer(id, 0, 3 * kBlock);
-    ASSERT_EQ(r.holes, (std::vector<uint32_t>{0, 1}));
+    auto v = store->describe(id, 0, 3 * kBlock);
+    ASSERT_TRUE(v.ok());
+    ASSERT_EQ(v->holes, (std::vector<uint32_t>{0, 1}));
     std::vector<uint8_t> got;
-    ASSERT_TRUE(read_locally(id, 0, r, got).ok());
+    ASSERT_TRUE(read_locally(id, 0, 3 * kBlock, got).ok());
     EXPECT_TRUE(std::all_of(got.begin(), got.begin() + 2 * kBlock, [](uint8_t c) { return c == 0; }));
     {
         std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
         f.seekp(static_cast<std::streamoff>(kBlock + 1));
         f.put('\x01');
     }
-    Status s = read_locally(id, 0, r, got);
+    Status s = read_locally(id, 0, 3 * kBlock, got);
     EXPECT_EQ(s.code(), Code::io) << s.to_string();
 }
 
-// A resync installs a new chunk file in place of the old one: a descriptor of another file
-// than the one the daemon described is never read.
-TEST_F(LocalReadsTest, ChunkFileReplacedSinceTheAnswerIsRefused) {
+// A chunk file replaced since the daemon looked at it (it describes its open copy, then opens
+// the name for the reader): a descriptor of another file than the one described is never read.
+TEST_F(LocalReadsTest, ChunkFileReplacedSinceTheDescriptionIsRefused) {
     const ChunkId id{0x2004, 2};
     const auto data = pattern(2 * kBlock, 9);
-    ASSERT_TRUE(store->write(id, 0, data).ok());
-    const auto r = answer(id, 0, 2 * kBlock);
+    ASSERT_TRUE(store->write(id, 0, data).ok()); // the store keeps the file open
     const std::string p = chunk_file(dir.path(), id);
     std::filesystem::copy_file(p, p + ".new");
     std::filesystem::rename(p + ".new", p);
     std::vector<uint8_t> got;
-    Status s = read_locally(id, 0, r, got);
+    Status s = read_locally(id, 0, 2 * kBlock, got);
     EXPECT_EQ(s.code(), Code::again) << s.to_string();
     EXPECT_EQ(reader->reads(), 0u);
 }
 
-TEST_F(LocalReadsTest, ChunkTheDaemonDoesNotHoldIsNotFound) {
-    proto::ChunkReadResponse r;
-    r.local = true;
-    r.length = r.held = kBlock;
-    r.crcs = {0};
-    std::vector<uint8_t> got;
+// A replicated chunk is described only if the daemon's gate (CRAQ: table, chain, no write in
+// flight) lets it, with the reader's chain and table; else EAGAIN, and the connection goes on.
+// A daemon without a gate reads replicated chunks over the transport only.
+TEST_F(LocalReadsTest, ReplicatedChunksAreReadLocallyOnlyWhenTheDaemonsGateAllows) {
+    const ChunkId id{0x2005, 1};
+    const auto data = pattern(3 * kBlock, 1);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
     ASSERT_TRUE(reader->available(0));
-    Status s = read_locally(ChunkId{0x2005, 0}, 0, r, got);
-    EXPECT_EQ(s.code(), Code::not_found) << s.to_string();
-    // The connection stays usable after that answer.
-    const auto data = pattern(kBlock, 1);
-    ASSERT_TRUE(store->write(ChunkId{0x2005, 1}, 0, data).ok());
-    const auto r2 = answer(ChunkId{0x2005, 1}, 0, kBlock);
-    ASSERT_TRUE(read_locally(ChunkId{0x2005, 1}, 0, r2, got).ok());
+    const std::vector<uint32_t> chain{2, 0};
+    const LocalReads::Range r{0, id.ino, id.index, 0, 3 * kBlock, chain, 7};
+    std::vector<uint8_t> got(3 * kBlock);
+    bool cold = false;
+    auto n = reader->read_range(r, got, &cold);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
     EXPECT_EQ(got, data);
+    EXPECT_EQ(gate_calls, 1);
+    EXPECT_EQ(gate_chain, chain);
+    EXPECT_EQ(gate_version, 7u);
+    gate_answer = Status(Code::again, "dirty");
+    n = reader->read_range(r, got, &cold);
+    ASSERT_FALSE(n.ok());
+    EXPECT_EQ(n.status().code(), Code::again) << n.status().to_string();
+    EXPECT_EQ(gate_calls, 2);
+    // Unreplicated: no gate asked. And the connection is still good.
+    n = reader->read_range({0, id.ino, id.index, 0, 3 * kBlock}, got, &cold);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(gate_calls, 2);
+    EXPECT_EQ(reader->reads(), 2u);
+    // A chain longer than any chain is refused before anything is sent.
+    const std::vector<uint32_t> four{0, 1, 2, 3};
+    n = reader->read_range({0, id.ino, id.index, 0, kBlock, four, 7}, got, &cold);
+    EXPECT_EQ(n.status().code(), Code::invalid) << n.status().to_string();
+
+    server.reset();
+    auto plain = LocalReadServer::start(*store, secret, 0);
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    LocalReads fresh(secret, 1);
+    ASSERT_TRUE(fresh.available(0));
+    n = fresh.read_range(r, got, &cold);
+    EXPECT_EQ(n.status().code(), Code::again) << n.status().to_string();
+    n = fresh.read_range({0, id.ino, id.index, 0, 3 * kBlock}, got, &cold);
+    EXPECT_TRUE(n.ok()) << n.status().to_string();
 }
 
-// An unreplicated chunk: one question to the daemon's socket (LocalOp::describe) and the
-// reader has all it needs; the same bytes as the daemon's own read, zeros where it holds
-// nothing, and a corrupt block refused.
-TEST_F(LocalReadsTest, UnreplicatedChunksAreReadWithTheSocketAlone) {
+// One question to the daemon's socket (LocalOp::describe) and the reader has all it needs: the
+// same bytes as the daemon's own read, nothing where it holds nothing (no chunk, or past its
+// end), whether it was in the page cache, and a corrupt block refused.
+TEST_F(LocalReadsTest, RangesAreReadWithOneQuestionToTheSocket) {
     const ChunkId id{0x2006, 3};
     const uint64_t length = 5 * kBlock + 999;
     const auto data = pattern(length, 11);
@@ -203,7 +223,7 @@ TEST_F(LocalReadsTest, UnreplicatedChunksAreReadWithTheSocketAlone) {
              {0, kChunk}, {7, 2 * kBlock}, {kBlock, 2 * kBlock}, {length - 10, 100}, {length, kBlock}}) {
         std::vector<uint8_t> got(size, 0xee), want(size, 0);
         bool cold = false;
-        auto n = reader->read_unreplicated(0, id.ino, id.index, off, got, &cold);
+        auto n = reader->read_range({0, id.ino, id.index, off, size}, got, &cold);
         ASSERT_TRUE(n.ok()) << off << "+" << size << ": " << n.status().to_string();
         auto m = store->read(id, off, want);
         ASSERT_TRUE(m.ok());
@@ -212,12 +232,12 @@ TEST_F(LocalReadsTest, UnreplicatedChunksAreReadWithTheSocketAlone) {
     }
     std::vector<uint8_t> got(kBlock);
     bool cold = false;
-    auto none = reader->read_unreplicated(0, 0x2007, 0, 0, got, &cold);
+    auto none = reader->read_range({0, 0x2007, 0, 0, kBlock}, got, &cold);
     ASSERT_TRUE(none.ok()) << none.status().to_string();
     EXPECT_EQ(*none, 0u);
     // Whether the bytes were in the page cache is told (read-ahead goes by it).
     std::vector<uint8_t> all(kChunk);
-    ASSERT_TRUE(reader->read_unreplicated(0, id.ino, id.index, 0, all, &cold).ok());
+    ASSERT_TRUE(reader->read_range({0, id.ino, id.index, 0, kChunk}, all, &cold).ok());
     // (Without cachestat(2), Linux before 6.5, nothing is known to be cached.)
     struct {
         uint64_t off, len;
@@ -236,14 +256,14 @@ TEST_F(LocalReadsTest, UnreplicatedChunksAreReadWithTheSocketAlone) {
         ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
         ::close(fd);
     }
-    ASSERT_TRUE(reader->read_unreplicated(0, id.ino, id.index, 0, all, &cold).ok());
+    ASSERT_TRUE(reader->read_range({0, id.ino, id.index, 0, kChunk}, all, &cold).ok());
     EXPECT_TRUE(cold);
     {
         std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
         f.seekp(static_cast<std::streamoff>(4 * kBlock + 3));
         f.put('\x77');
     }
-    auto bad = reader->read_unreplicated(0, id.ino, id.index, 0, all, &cold);
+    auto bad = reader->read_range({0, id.ino, id.index, 0, kChunk}, all, &cold);
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.status().code(), Code::io) << bad.status().to_string();
 }
@@ -261,15 +281,19 @@ TEST_F(LocalReadsTest, AnOpenedFileTellsItWasColdAfterBeingMoved) {
         ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
         ::close(fd);
     }
-    const auto r = answer(id, 0, 2 * kBlock);
     ASSERT_TRUE(reader->available(0));
-    Result<LocalReads::File> slot = Status(Code::invalid, "not yet");
-    slot = reader->open(LocalReads::Piece{0, id.ino, id.index, 0, &r});
+    Result<LocalReads::Opened> slot = Status(Code::invalid, "not yet");
+    slot = reader->open({0, id.ino, id.index, 0, 2 * kBlock});
     ASSERT_TRUE(slot.ok()) << slot.status().to_string();
     EXPECT_TRUE(slot->cold());
-    LocalReads::File kept;
+    LocalReads::Opened kept;
     kept = std::move(*slot);
     EXPECT_TRUE(kept.cold());
+    EXPECT_EQ(kept.length(), 2 * kBlock);
+    LocalReads::Opened moved(std::move(kept));
+    std::vector<uint8_t> got(2 * kBlock);
+    ASSERT_TRUE(reader->read(moved, got).ok());
+    EXPECT_EQ(got, data);
 }
 
 TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {

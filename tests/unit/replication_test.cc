@@ -224,6 +224,9 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
         EXPECT_EQ(back.status().to_errno(), EIO) << back.status().to_string();
         return;
     }
+    // One read first: reads over the transport rotate over the copies read after read, and
+    // the next one must not happen to start at the copy that local reads take.
+    ASSERT_TRUE(read_file("/f").ok());
     // Corrupt every copy but the last of every chunk in turn: whichever replica a read goes to,
     // a good one exists.
     std::vector<std::pair<uint32_t, uint64_t>> corrupted;
@@ -238,14 +241,29 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
             corrupted.emplace_back(c.ranks[k], i);
         }
     }
+    // Local reads (client/local_reads.h) read one copy on this node, always the same: a corrupt
+    // one is repaired by the daemon the read then asks over the transport.
     auto back = read_file("/f");
     ASSERT_TRUE(back.ok()) << back.status().to_string();
     EXPECT_EQ(*back, data);
-    // Read again so that every replica is asked (reads rotate over the chain): all repaired.
+    const uint64_t local_before = client->io().local_reads();
+    auto again = read_file("/f");
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ(*again, data);
+    EXPECT_EQ(client->io().local_reads() - local_before, 4u) << "the copies read locally are whole again";
+    // A client without local reads, as on another node, rotates over the copies: every copy
+    // is read, all repaired.
+    ClientOptions remote;
+    remote.local_reads = false;
+    auto far = Client::connect(cluster->info(), remote);
+    ASSERT_TRUE(far.ok()) << far.status().to_string();
     for (int k = 0; k < 3; ++k) {
-        auto again = read_file("/f");
-        ASSERT_TRUE(again.ok()) << again.status().to_string();
-        EXPECT_EQ(*again, data);
+        auto f = (*far)->open("/f", O_RDONLY);
+        ASSERT_TRUE(f.ok());
+        std::vector<uint8_t> out(data.size());
+        auto n = (*far)->pread(**f, 0, out);
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        EXPECT_EQ(out, data);
     }
     size_t repaired = 0;
     for (auto& [rank, i] : corrupted) {
@@ -258,6 +276,21 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
     for (uint32_t r = 0; r < n; ++r) logs += log_of(r);
     EXPECT_NE(logs.find("checksum mismatch"), std::string::npos);
     EXPECT_NE(logs.find("repaired chunk"), std::string::npos);
+}
+
+// The daemons run on this node: every chunk (each at least LocalReads::kMinLength) is read from
+// a chunk file of one of its copies (local reads, client/local_reads.h), replicated or not.
+TEST_P(ReplicationTest, ChunksOfThisNodesDaemonsAreReadFromTheirFiles) {
+    const uint64_t cs = GetParam().chunk_size;
+    const auto data = pattern(cs * 6, 4);
+    ASSERT_TRUE(write_file("/f", data).ok());
+    const uint64_t before = client->io().local_reads();
+    for (int k = 0; k < 3; ++k) {
+        auto back = read_file("/f");
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(*back, data);
+    }
+    EXPECT_EQ(client->io().local_reads() - before, 3 * 6u);
 }
 
 // A daemon killed: with R >= 2 every byte still reads back from the surviving copies; with
@@ -889,7 +922,8 @@ TEST(ReplicationResync, WritesToAnUnlinkedOpenFileAreCopiedToo) {
         EXPECT_TRUE(back == data) << "pass " << k;
     }
     // Its last close removes it everywhere, daemon 2 included.
-    ASSERT_TRUE(cl.close(**f).ok());
+    Status closed = cl.close(**f);
+    ASSERT_TRUE(closed.ok()) << closed.to_string();
     for (uint64_t i = 0; i < 6; ++i) EXPECT_TRUE(chunk_on_disk(dir.path(), 2, ino, i).empty()) << "chunk " << i;
 }
 
