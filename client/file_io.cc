@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <optional>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -270,6 +271,10 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
     for (size_t i = 0; i < pieces.size(); ++i)
         crcs[i] = transport::block_crcs(pieces[i].offset_in_chunk, data.subspan(pieces[i].offset_in_buffer, pieces[i].length));
     std::vector<Status> status(pieces.size(), Status(Code::internal, "not written"));
+    // Pieces whose head runs on this node go through the write arena (write_arena.h) unless it
+    // is full or the daemon lost track of it; arena_gone: it did, send the bytes instead.
+    WriteArena* arena = local_ ? local_->arena() : nullptr;
+    std::vector<char> arena_gone(pieces.size(), 0), no_arena(pieces.size(), 0);
     const bool replicated = chain_length(layout, daemon_count()) > 1;
     const auto deadline = std::chrono::steady_clock::now() + kFailoverTimeout;
     proto::ChainTable t = replicated ? current_table() : proto::ChainTable{};
@@ -291,23 +296,52 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
             const uint32_t rank = chain.head();
             CallOptions o;
             o.timeout = timeout_;
-            o.bulk_out = data.subspan(p.offset_in_buffer, p.length);
+            const auto bytes = data.subspan(p.offset_in_buffer, p.length);
             proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(chain), crcs[i],
                                          0, t.version};
             if (!fan.acquire()) break;
+            std::optional<WriteArena::Region> region;
+            if (arena && !no_arena[i] && p.length >= kMinArenaWrite && (req.arena = local_->arena_token(rank)) != 0) {
+                region = arena->allocate(p.length);
+                if (region) std::memcpy(region->data, bytes.data(), bytes.size());
+                else req.arena = 0;
+            }
+            if (region) req.arena_offset = region->offset;
+            else o.bulk_out = bytes;
             const Endpoint ep = endpoint(rank);
-            rpc::call_async<proto::ChunkWrite>(ep, req, o, [finish = fan.completion(), slot = &status[i], ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {
+            rpc::call_async<proto::ChunkWrite>(ep, req, o, [this, finish = fan.completion(), slot = &status[i], gone = &arena_gone[i], arena, region, token = req.arena, ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {
+                if (region) {
+                    const Code c = r.ok() ? Code::ok : r.status().code();
+                    // No answer: the daemon may still read the region.
+                    if (c == Code::timeout || c == Code::peer_gone || c == Code::cancelled) arena->retire(*region);
+                    else arena->release(*region);
+                    if (c == Code::not_found) { // the daemon does not know the arena (any more)
+                        local_->forget_arena(ref.rank, token);
+                        *gone = 1;
+                    }
+                    if (c == Code::ok) local_writes_.fetch_add(1, std::memory_order_relaxed);
+                }
                 *slot = r.ok() ? Status::OK() : r.status().with_context(describe(ref, ep));
                 finish(Status::OK());
             });
         }
         JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
+        // Pieces whose arena the daemon did not know go again at once, with their bytes.
+        bool resend = false;
+        for (size_t i = 0; i < pieces.size(); ++i)
+            if (arena_gone[i]) {
+                arena_gone[i] = 0;
+                no_arena[i] = 1;
+                status[i] = Status(Code::internal, "not written");
+                resend = true;
+            }
         const Status* failed = nullptr;
         for (const Status& st : status)
-            if (!st.ok()) {
+            if (!st.ok() && !(resend && st.code() == Code::internal)) {
                 if (!replicated || !cured_by_newer_table(st.code())) return st; // R=1: nothing to fail over to
                 if (!failed) failed = &st;
             }
+        if (!failed && resend) continue;
         if (!failed) return Status::OK();
         if (std::chrono::steady_clock::now() >= deadline) return *failed;
         // A daemon whose connection broke may be back (restarted, serving again): connect

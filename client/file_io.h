@@ -77,6 +77,10 @@ public:
     uint64_t local_reads() const { return local_ ? local_->reads() : 0; }
     // Chunk ranges read ahead (asked of the disk) so far.
     uint64_t local_prefetches() const { return local_ ? local_->prefetches() : 0; }
+    // Pieces written through the write arena (write_arena.h) so far.
+    uint64_t local_writes() const { return local_writes_.load(std::memory_order_relaxed); }
+    // Pieces shorter than this are sent with the write: the arena saves copies, not round trips.
+    static constexpr uint64_t kMinArenaWrite = 64 * 1024;
 
     // The chain table in use (docs/replication.md): fetched from the daemons at first use and
     // again whenever a chain member fails or a daemon says ours is stale. Version 0: no table
@@ -127,6 +131,7 @@ private:
     mutable std::mutex eps_mu_; // guards daemons_ (heal replaces endpoints)
     ReconnectFn reconnect_;
     std::shared_ptr<LocalReads> local_;
+    mutable std::atomic<uint64_t> local_writes_{0};
     // Per file being read sequentially: where its last read ended, and how far it was read ahead.
     struct Sequential {
         uint64_t next = 0;

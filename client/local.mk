@@ -6,6 +6,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
 	client/file_io.h client/file_io.cc \
 	client/local_reads.h client/local_reads.cc \
+	client/write_arena.h client/write_arena.cc \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
 	client/client.h client/client.cc \

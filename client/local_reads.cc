@@ -41,13 +41,20 @@ bool pread_all(int fd, uint8_t* p, size_t n, uint64_t off) {
 } // namespace
 
 struct LocalReads::Daemon {
-    std::mutex mu; // guards sock and next_try; a request and its reply go under it
+    std::mutex mu; // guards sock, next_try and token; a request and its reply go under it
     int sock = -1;
     Clock::time_point next_try{};
+    uint64_t token = 0; // the write arena's, on this connection (0: not handed over)
+    bool refused = false; // the daemon refused the arena: not asked again
 };
 
-LocalReads::LocalReads(std::string secret, uint32_t daemons) : secret_(std::move(secret)) {
+LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes) : secret_(std::move(secret)) {
     for (uint32_t r = 0; r < daemons; ++r) daemons_.push_back(std::make_unique<Daemon>());
+    if (arena_bytes) {
+        auto a = WriteArena::create(arena_bytes);
+        if (a.ok()) arena_ = std::move(*a);
+        else JOBFS_INFO("local writes are off: %s", a.status().message().c_str());
+    }
 }
 
 LocalReads::~LocalReads() {
@@ -75,18 +82,65 @@ bool LocalReads::available(uint32_t rank) {
     return true;
 }
 
+namespace {
+
+// A call on the connection failed with `why`. The daemon went away (it may be back already,
+// restarted) or the connection is out of step: the next call connects afresh. It did not answer
+// in time (stopped, or swamped): not asked again for a while, so readers do not wait on it.
+void drop(int& sock, Clock::time_point& next_try, uint64_t& token, const Status& why) {
+    ::close(sock);
+    sock = -1;
+    token = 0;
+    next_try = Clock::now() + (why.code() == Code::again ? kRetryAfter : Clock::duration::zero());
+}
+
+} // namespace
+
 Result<transport::LocalReply> LocalReads::call(uint32_t rank, const transport::LocalRequest& req) {
     Daemon& d = *daemons_.at(rank);
     std::lock_guard lock(d.mu);
     if (d.sock < 0) return Status(Code::peer_gone, "no local-read connection to daemon " + std::to_string(rank));
     auto r = transport::local_read_call(d.sock, req);
-    if (!r.ok()) {
-        // The daemon went away, or the connection is out of step: start afresh later.
-        ::close(d.sock);
-        d.sock = -1;
-        d.next_try = Clock::now() + kRetryAfter;
-    }
+    if (!r.ok()) drop(d.sock, d.next_try, d.token, r.status());
     return r;
+}
+
+uint64_t LocalReads::arena_token(uint32_t rank) {
+    if (!arena_) return 0;
+    // Twice: a connection broken since its last use (the daemon restarted) is made afresh.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (!available(rank)) return 0;
+        Daemon& d = *daemons_[rank];
+        std::lock_guard lock(d.mu);
+        if (d.token || d.refused) return d.token;
+        if (d.sock < 0) continue;
+        transport::LocalRequest req;
+        req.op = static_cast<uint32_t>(transport::LocalOp::map_arena);
+        auto r = transport::local_read_call(d.sock, req, arena_->fd());
+        if (!r.ok()) {
+            drop(d.sock, d.next_try, d.token, r.status());
+            continue;
+        }
+        if (r->fd >= 0) ::close(r->fd);
+        if (r->header.error != 0 || r->header.token == 0) {
+            JOBFS_INFO("local writes to daemon %u: %s", rank,
+                       Status::from_errno(r->header.error ? r->header.error : EPROTO, "the daemon refused the write arena")
+                           .message()
+                           .c_str());
+            d.refused = true;
+            return 0;
+        }
+        d.token = r->header.token;
+        return d.token;
+    }
+    return 0;
+}
+
+void LocalReads::forget_arena(uint32_t rank, uint64_t token) {
+    if (rank >= daemons_.size()) return;
+    Daemon& d = *daemons_[rank];
+    std::lock_guard lock(d.mu);
+    if (d.token == token) d.token = 0;
 }
 
 namespace {

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "client/write_arena.h"
 #include "local_read_socket.h"
 #include "result.h"
 
@@ -39,8 +40,10 @@ public:
     // socket costs more than the copies it saves.
     static constexpr uint64_t kMinLength = 128 * 1024;
 
-    // `daemons`: how many daemons the job has (ranks 0..daemons-1).
-    LocalReads(std::string secret, uint32_t daemons);
+    // `daemons`: how many daemons the job has (ranks 0..daemons-1). `arena_bytes`: the size of
+    // the write arena (0: none).
+    static constexpr uint64_t kArenaBytes = 32ull << 20;
+    LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes);
     ~LocalReads();
 
     // Whether daemon `rank` runs on this node and lets us read its chunk files: connects at the
@@ -97,6 +100,16 @@ public:
     // Pieces read so far this way (bench and tests).
     uint64_t reads() const;
 
+    // ---- local writes (write_arena.h) -------------------------------------------------------
+    // This client's write arena (nullptr: none could be made; every write goes over the transport).
+    WriteArena* arena() { return arena_.get(); }
+    // The token under which daemon `rank` of this node has the arena mapped, handed over at the
+    // first call on each connection (0: not available, or the daemon refused it).
+    uint64_t arena_token(uint32_t rank);
+    // The daemon did not know the token (it restarted, or closed our connection): hand the
+    // arena over again next time.
+    void forget_arena(uint32_t rank, uint64_t token);
+
 private:
     struct Daemon;
     // One request over daemon `rank`'s socket; a failure (not the daemon's error answer) closes it.
@@ -105,6 +118,7 @@ private:
 
     const std::string secret_;
     std::vector<std::unique_ptr<Daemon>> daemons_;
+    std::unique_ptr<WriteArena> arena_;
     std::atomic<uint64_t> reads_{0};
     std::atomic<uint64_t> prefetches_{0};
 };

@@ -60,12 +60,17 @@ uint64_t ChunkService::begin_write(ChunkId id, uint64_t version) {
     return version;
 }
 
-void ChunkService::end_write(ChunkId id, uint64_t version) {
+void ChunkService::end_write(ChunkId id, uint64_t version, bool failed_at_head) {
     std::lock_guard l(versions_mu_);
     auto it = versions_.find(id);
     if (it == versions_.end()) return;
     auto f = it->second.in_flight.find(version);
     if (f != it->second.in_flight.end()) it->second.in_flight.erase(f);
+    // A version this head gave a write that the chain did not take was never committed: it must
+    // not count as seen. (A head that was stopped, or cut off, and left out of the table meanwhile
+    // may still run writes its clients gave up on; a resync of this daemon would otherwise wait
+    // for a source to commit versions that exist here only.)
+    if (failed_at_head && it->second.pending == version) it->second.pending = version - 1;
 }
 
 bool ChunkService::dirty(ChunkId id, uint64_t* pending) {
@@ -215,6 +220,48 @@ Result<std::vector<uint8_t>> ChunkService::read_whole(ChunkId id) {
     return data;
 }
 
+void ChunkService::store_and_forward(ServerCall call, std::shared_ptr<proto::ChunkWriteRequest> r, int pos,
+                                     std::span<const uint8_t> data, std::shared_ptr<const void> keep) {
+    boost::asio::post(pool_, [this, call, r, pos, data, keep] {
+        const ChunkId id{r->chunk.ino, r->chunk.index};
+        if (!r->crcs.empty() && transport::first_bad_block(r->offset, data, r->crcs) >= 0) {
+            JOBFS_ERROR("chunk write of %llu.%llu arrived with bad checksums: refused", static_cast<unsigned long long>(id.ino),
+                        static_cast<unsigned long long>(id.index));
+            return call.reply(Status(Code::io, "chunk write arrived corrupt at daemon " + std::to_string(rank_)));
+        }
+        // r->crcs now checked: the store keeps them for the blocks written whole.
+        if (r->chain.size() <= 1) return call.reply(store_.write(id, r->offset, data, r->crcs)); // R=1: no hop
+        const bool numbered_here = r->version == 0; // this daemon is the head
+        r->version = begin_write(id, r->version);
+        const bool forward = static_cast<size_t>(pos) + 1 < r->chain.size();
+        auto join = std::make_shared<WriteJoin>(forward ? 2 : 1);
+        auto finish = [this, call, id, r, join, numbered_here](Status st) {
+            if (!join->done(std::move(st))) return;
+            end_write(id, r->version, numbered_here && !join->first.ok());
+            call.reply(join->first);
+        };
+        if (forward) {
+            const uint32_t next = r->chain[pos + 1];
+            auto ep = peer_ ? peer_(next) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
+            if (!ep.ok()) {
+                finish(ep.status().with_context("forward to daemon " + std::to_string(next)));
+            } else {
+                transport::CallOptions o;
+                o.bulk_out = data;
+                rpc::call_async<proto::ChunkWrite>(*ep, *r, o, [finish, keep, next](Result<proto::Empty> res, size_t) {
+                    finish(res.ok() ? Status::OK() : res.status().with_context("chain successor daemon " + std::to_string(next)));
+                });
+            }
+        }
+        Status stored;
+        {
+            std::shared_lock g(guard(id));
+            stored = store_.write(id, r->offset, data, r->crcs);
+        }
+        finish(std::move(stored));
+    });
+}
+
 ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::asio::thread_pool& pool, uint32_t rank,
                            PeerFn peer, TableVersionFn table_version)
     : store_(store), pool_(pool), rank_(rank), peer_(std::move(peer)), table_version_(std::move(table_version)) {
@@ -222,58 +269,31 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
     auto stale = [self](uint64_t sender_version) { return self->stale(sender_version); };
 
     rpc::serve<proto::ChunkWrite>(worker, [self, stale](ServerCall call, proto::ChunkWriteRequest&& req) {
-        if (req.length != call.bulk_length())
+        // A write whose bytes are in a client's arena (write_arenas.h) carries no bulk.
+        const bool in_arena = req.arena != 0;
+        if ((in_arena ? 0 : req.length) != call.bulk_length())
             return call.reply(Status(Code::protocol, "chunk write announces " + std::to_string(req.length) +
-                                                         " bytes but carries " + std::to_string(call.bulk_length())));
+                                                         (in_arena ? " bytes in a write arena" : " bytes") + " but carries " +
+                                                         std::to_string(call.bulk_length())));
         if (req.offset > self->store_.chunk_size() || req.length > self->store_.chunk_size() - req.offset)
             return call.reply(Status(Code::invalid, "chunk write past the chunk size"));
         if (Status s = stale(req.table_version); !s.ok()) return call.reply(s);
         const int pos = req.chain.size() > 1 ? position(req.chain, self->rank_) : 0;
         if (pos < 0)
             return call.reply(Status(Code::again, "daemon " + std::to_string(self->rank_) + " is not in the chain"));
-        auto buf = self->buffers_.get(req.length);
         auto r = std::make_shared<proto::ChunkWriteRequest>(std::move(req));
+        if (in_arena) {
+            const WriteArenas* arenas = self->arenas_.load();
+            if (!arenas) return call.reply(Status(Code::not_found, "daemon " + std::to_string(self->rank_) + " takes no write arenas"));
+            auto range = arenas->range(r->arena, r->arena_offset, r->length);
+            if (!range.ok()) return call.reply(range.status());
+            r->arena = r->arena_offset = 0; // what the chain's next member gets carries the bytes
+            return self->store_and_forward(call, r, pos, range->second, range->first);
+        }
+        auto buf = self->buffers_.get(r->length);
         call.receive_bulk(*buf, [self, call, buf, r, pos](Status s) {
             if (!s.ok()) return call.reply(s);
-            boost::asio::post(self->pool_, [self, call, buf, r, pos] {
-                const ChunkId id{r->chunk.ino, r->chunk.index};
-                if (!r->crcs.empty() && transport::first_bad_block(r->offset, *buf, r->crcs) >= 0) {
-                    JOBFS_ERROR("chunk write of %llu.%llu arrived with bad checksums: refused",
-                                static_cast<unsigned long long>(id.ino), static_cast<unsigned long long>(id.index));
-                    return call.reply(Status(Code::io, "chunk write arrived corrupt at daemon " +
-                                                           std::to_string(self->rank_)));
-                }
-                // r->crcs now checked: the store keeps them for the blocks written whole.
-                if (r->chain.size() <= 1) return call.reply(self->store_.write(id, r->offset, *buf, r->crcs)); // R=1: no hop
-                r->version = self->begin_write(id, r->version);
-                const bool forward = static_cast<size_t>(pos) + 1 < r->chain.size();
-                auto join = std::make_shared<WriteJoin>(forward ? 2 : 1);
-                auto finish = [self, call, id, r, join](Status st) {
-                    if (!join->done(std::move(st))) return;
-                    self->end_write(id, r->version);
-                    call.reply(join->first);
-                };
-                if (forward) {
-                    const uint32_t next = r->chain[pos + 1];
-                    auto ep = self->peer_ ? self->peer_(next) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
-                    if (!ep.ok()) {
-                        finish(ep.status().with_context("forward to daemon " + std::to_string(next)));
-                    } else {
-                        transport::CallOptions o;
-                        o.bulk_out = *buf;
-                        rpc::call_async<proto::ChunkWrite>(*ep, *r, o, [finish, buf, next](Result<proto::Empty> res, size_t) {
-                            finish(res.ok() ? Status::OK()
-                                            : res.status().with_context("chain successor daemon " + std::to_string(next)));
-                        });
-                    }
-                }
-                Status stored;
-                {
-                    std::shared_lock g(self->guard(id));
-                    stored = self->store_.write(id, r->offset, *buf, r->crcs);
-                }
-                finish(std::move(stored));
-            });
+            self->store_and_forward(call, r, pos, *buf, buf);
         });
     });
 

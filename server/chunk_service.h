@@ -23,12 +23,15 @@
 #include <shared_mutex>
 #include <functional>
 #include <set>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 
 #include "daemon_protocol.h"
 #include "server/buffer_pool.h"
 #include "server/chunk_store.h"
+#include "server/write_arenas.h"
 #include "worker.h"
 
 namespace jobfs::server {
@@ -50,6 +53,10 @@ public:
     // no write of the chunk in flight. Code::again otherwise. For readers that read the chunk
     // file themselves (server/local_read_server.h); any thread.
     Status read_gate(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version);
+
+    // Lets writes name the arenas clients of this node mapped here (ChunkWriteRequest::arena).
+    // `arenas` must outlive the service's handlers.
+    void accept_arenas(const WriteArenas* arenas) { arenas_ = arenas; }
 
     // Reads a whole chunk from another replica and stores it here in place of the local copy
     // (repair after a checksum error; resync). Blocking: call on the pool only.
@@ -90,8 +97,13 @@ private:
     // Code::again when a request built from chain table `sender_version` must be re-planned by
     // its sender (ours is newer).
     Status stale(uint64_t sender_version) const;
+    // The rest of a write once its bytes are here (data, kept valid by `keep`): checks the
+    // writer's CRCs, stores them and passes them down the chain, on the pool; replies.
+    void store_and_forward(transport::ServerCall call, std::shared_ptr<proto::ChunkWriteRequest> r, int pos,
+                           std::span<const uint8_t> data, std::shared_ptr<const void> keep);
     uint64_t begin_write(ChunkId id, uint64_t version); // version 0: number it (head)
-    void end_write(ChunkId id, uint64_t version);
+    // failed_at_head: the head numbered it and the chain did not store it (its number is given back).
+    void end_write(ChunkId id, uint64_t version, bool failed_at_head = false);
     // True with the newest version seen when a write of the chunk is still in flight.
     bool dirty(ChunkId id, uint64_t* pending);
     uint64_t committed(ChunkId id);
@@ -112,6 +124,7 @@ private:
     std::mutex versions_mu_;
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
+    std::atomic<const WriteArenas*> arenas_{nullptr};
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
 };
 

@@ -35,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 struct Daemon::Parts {
     std::unique_ptr<PmixBootstrap> pmix; // during start only (pmix bootstrap); finalized last
     std::unique_ptr<ChunkStore> chunks;
+    std::unique_ptr<WriteArenas> write_arenas; // local writes: clients' arenas (after every writer is gone)
     std::unique_ptr<MetaShard> meta;
     std::vector<std::unique_ptr<MetaShard>> meta_copies; // copies of the previous shards (metadata replication)
     std::unique_ptr<boost::asio::thread_pool> pool;
@@ -215,12 +216,16 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     if (config.local_reads) {
         // Without it readers get every byte over the transport: slower, never wrong.
         ChunkService* chunks = p.chunk_service.get();
-        auto lr = LocalReadServer::start(*p.chunks, *secret, rank,
-                                         [chunks](ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version) {
-                                             return chunks->read_gate(id, chain, table_version);
-                                         });
+        p.write_arenas = std::make_unique<WriteArenas>();
+        auto lr = LocalReadServer::start(
+            *p.chunks, *secret, rank,
+            [chunks](ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version) {
+                return chunks->read_gate(id, chain, table_version);
+            },
+            p.write_arenas.get());
         if (lr.ok()) {
             p.local_reads = std::move(*lr);
+            chunks->accept_arenas(p.write_arenas.get());
         } else {
             JOBFS_WARN("local reads are off: %s", lr.status().message().c_str());
         }

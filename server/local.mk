@@ -6,6 +6,7 @@ server_libjobfs_server_la_SOURCES = \
 	server/buffer_pool.h server/buffer_pool.cc \
 	server/chunk_service.h server/chunk_service.cc \
 	server/local_read_server.h server/local_read_server.cc \
+	server/write_arenas.h server/write_arenas.cc \
 	server/membership.h server/membership.cc \
 	server/resync.h server/resync.cc \
 	server/daemon_stats.h server/daemon_stats.cc \

@@ -31,7 +31,7 @@ bool same_secret(const char* got, size_t n, const std::string& want) {
 } // namespace
 
 Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& store, const std::string& secret, uint32_t rank,
-                                                                ReadGate gate) {
+                                                                ReadGate gate, WriteArenas* arenas) {
     auto l = transport::local_read_listen(transport::local_read_socket_name(secret, rank));
     if (!l.ok()) return l.status();
     int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -40,13 +40,14 @@ Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& stor
         ::close(*l);
         return Status::from_errno(e, "local-read server eventfd");
     }
-    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, std::move(gate), *l, wake));
+    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, std::move(gate), arenas, *l, wake));
     s->thread_ = std::thread([p = s.get()] { p->run(); });
     return s;
 }
 
-LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, int listener, int wake)
-    : store_(store), secret_(std::move(secret)), gate_(std::move(gate)), listener_(listener), wake_(wake) {}
+LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, WriteArenas* arenas, int listener,
+                                 int wake)
+    : store_(store), secret_(std::move(secret)), gate_(std::move(gate)), arenas_(arenas), listener_(listener), wake_(wake) {}
 
 LocalReadServer::~LocalReadServer() {
     uint64_t one = 1;
@@ -56,10 +57,25 @@ LocalReadServer::~LocalReadServer() {
     ::close(wake_);
 }
 
-transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req) {
+transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req, int passed, Conn& c) {
     transport::LocalReply r;
     const ChunkId id{req.ino, req.index};
     const auto errno_of = [](const Status& s) { return s.code() == Code::not_found ? ENOENT : s.to_errno(); };
+    if (req.op == static_cast<uint32_t>(transport::LocalOp::map_arena)) {
+        if (!arenas_ || passed < 0) {
+            r.header.error = arenas_ ? EINVAL : EOPNOTSUPP;
+            return r;
+        }
+        auto token = arenas_->map(passed);
+        if (!token.ok()) {
+            JOBFS_WARN("local writes: a client's write arena was refused: %s", token.status().message().c_str());
+            r.header.error = token.status().to_errno();
+            return r;
+        }
+        c.arenas.push_back(*token);
+        r.header.token = *token;
+        return r;
+    }
     if (req.op == static_cast<uint32_t>(transport::LocalOp::describe)) {
         if (req.length / ChunkStore::kBlockSize + 2 > transport::kLocalMaxBlocks || req.chain_length > transport::kLocalMaxChain) {
             r.header.error = EINVAL;
@@ -99,15 +115,17 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
     return r;
 }
 
+void LocalReadServer::close_connection(Conn& c) {
+    for (uint64_t token : c.arenas) arenas_->unmap(token);
+    c.arenas.clear();
+    ::close(c.fd);
+}
+
 void LocalReadServer::run() {
-    struct Conn {
-        int fd;
-        bool hello = false; // said hello with the right secret
-    };
     std::vector<Conn> conns;
     std::vector<pollfd> fds;
     const size_t prefix = std::strlen(transport::kLocalReadHello);
-    std::vector<char> buf(prefix + secret_.size() + 64);
+    std::vector<char> buf(prefix + secret_.size() + sizeof(transport::LocalRequest) + 64);
     for (;;) {
         fds.clear();
         fds.push_back({wake_, POLLIN, 0});
@@ -124,7 +142,14 @@ void LocalReadServer::run() {
             const short ev = fds[i + 2].revents;
             if (!ev) continue;
             Conn& c = conns[i];
-            const ssize_t n = ::recv(c.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+            int passed = -1; // a descriptor that came with the packet: closed here whatever it was for
+            const ssize_t n = transport::local_read_receive(c.fd, buf, &passed);
+            struct Closer {
+                int fd;
+                ~Closer() {
+                    if (fd >= 0) ::close(fd);
+                }
+            } closer{passed};
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
             if (n <= 0) { // the reader went away
                 gone.push_back(i);
@@ -132,7 +157,7 @@ void LocalReadServer::run() {
             }
             if (!c.hello) {
                 const size_t len = static_cast<size_t>(n);
-                if (len < prefix || std::memcmp(buf.data(), transport::kLocalReadHello, prefix) != 0 ||
+                if (len < prefix || len > buf.size() || std::memcmp(buf.data(), transport::kLocalReadHello, prefix) != 0 ||
                     !same_secret(buf.data() + prefix, len - prefix, secret_) ||
                     ::send(c.fd, "k", 1, MSG_NOSIGNAL) != 1) {
                     JOBFS_WARN("local reads: a reader's hello was refused (wrong secret or protocol)");
@@ -149,20 +174,20 @@ void LocalReadServer::run() {
                 continue;
             }
             std::memcpy(&req, buf.data(), sizeof req);
-            const transport::LocalReply reply = answer(req);
+            const transport::LocalReply reply = answer(req, passed, c);
             if (!transport::local_read_send_reply(c.fd, reply).ok()) gone.push_back(i);
             if (reply.fd >= 0) ::close(reply.fd);
         }
         for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
-            ::close(conns[*it].fd);
+            close_connection(conns[*it]);
             conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(*it));
         }
         if (fds[1].revents & POLLIN) {
             int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-            if (c >= 0) conns.push_back({c});
+            if (c >= 0) conns.push_back(Conn{c, false, {}});
         }
     }
-    for (const Conn& c : conns) ::close(c.fd);
+    for (Conn& c : conns) close_connection(c);
 }
 
 } // namespace jobfs::server

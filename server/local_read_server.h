@@ -18,6 +18,7 @@
 #include "local_read_socket.h"
 #include "result.h"
 #include "server/chunk_store.h"
+#include "server/write_arenas.h"
 
 namespace jobfs::server {
 
@@ -29,21 +30,31 @@ public:
 
     // Listens on local_read_socket_name(secret, rank). `store` must outlive the server. Without
     // a gate, replicated chunks are never described (their readers go over the transport).
+    // With `arenas`, clients may also hand over their write arenas (LocalOp::map_arena,
+    // server/write_arenas.h), unmapped when their connection closes.
     static Result<std::unique_ptr<LocalReadServer>> start(ChunkStore& store, const std::string& secret, uint32_t rank,
-                                                          ReadGate gate = {});
+                                                          ReadGate gate = {}, WriteArenas* arenas = nullptr);
     ~LocalReadServer(); // stops the thread and closes every connection
 
     LocalReadServer(const LocalReadServer&) = delete;
     LocalReadServer& operator=(const LocalReadServer&) = delete;
 
 private:
-    LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, int listener, int wake);
+    struct Conn {
+        int fd;
+        bool hello = false;           // said hello with the right secret
+        std::vector<uint64_t> arenas; // write arenas it mapped
+    };
+    LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, WriteArenas* arenas, int listener, int wake);
     void run();
-    transport::LocalReply answer(const transport::LocalRequest& req); // and its descriptor, to close
+    // The reply to req (and its descriptor, to close); `passed` came with the request (-1: none).
+    transport::LocalReply answer(const transport::LocalRequest& req, int passed, Conn& c);
+    void close_connection(Conn& c);
 
     ChunkStore& store_;
     const std::string secret_;
     const ReadGate gate_;
+    WriteArenas* const arenas_;
     int listener_;
     int wake_; // eventfd: the destructor's stop signal
     std::thread thread_;

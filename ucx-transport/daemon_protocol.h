@@ -36,6 +36,9 @@ struct ChunkRef {
 // `version` is 0 from the client; the head numbers the chunk's writes (CRAQ) and passes on.
 // `table_version` is the chain table the sender used: a daemon that knows a newer one answers
 // Code::again, and the sender refreshes its table and retries.
+// `arena` (not 0): a client on the daemon's node put the bytes at `arena_offset` of the write
+// arena it mapped into this daemon with that token (server/write_arenas.h), and sends no bulk;
+// a daemon that does not know the token answers Code::not_found. Never passed down a chain.
 struct ChunkWriteRequest {
     ChunkRef chunk;
     uint64_t offset = 0;
@@ -44,7 +47,9 @@ struct ChunkWriteRequest {
     std::vector<uint32_t> crcs;
     uint64_t version = 0;
     uint64_t table_version = 0;
-    JOBFS_FIELDS(chunk, offset, length, chain, crcs, version, table_version)
+    uint64_t arena = 0;
+    uint64_t arena_offset = 0;
+    JOBFS_FIELDS(chunk, offset, length, chain, crcs, version, table_version, arena, arena_offset)
 };
 
 // Reply bulk: the bytes read; `length` says how many the chunk holds there (short at its end).

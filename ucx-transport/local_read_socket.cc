@@ -53,18 +53,15 @@ Result<int> local_read_listen(const std::string& name) {
     return s;
 }
 
-Status local_read_send_reply(int sock, const LocalReply& reply) {
-    LocalReplyHeader h = reply.header;
-    h.crcs = static_cast<uint32_t>(reply.crcs.size());
-    h.holes = static_cast<uint32_t>(reply.holes.size());
-    iovec iov[3] = {{&h, sizeof h},
-                    {const_cast<uint32_t*>(reply.crcs.data()), reply.crcs.size() * sizeof(uint32_t)},
-                    {const_cast<uint32_t*>(reply.holes.data()), reply.holes.size() * sizeof(uint32_t)}};
+namespace {
+
+// sendmsg of iov, with fd attached when it is not -1; whether all of it went.
+bool send_with_fd(int sock, iovec* iov, size_t n, int fd) {
     msghdr m{};
     m.msg_iov = iov;
-    m.msg_iovlen = 3;
+    m.msg_iovlen = n;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    if (reply.fd >= 0) {
+    if (fd >= 0) {
         std::memset(control, 0, sizeof control);
         m.msg_control = control;
         m.msg_controllen = sizeof control;
@@ -72,11 +69,48 @@ Status local_read_send_reply(int sock, const LocalReply& reply) {
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &reply.fd, sizeof reply.fd);
+        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
     }
-    const size_t total = sizeof h + (reply.crcs.size() + reply.holes.size()) * sizeof(uint32_t);
-    if (::sendmsg(sock, &m, MSG_NOSIGNAL) != static_cast<ssize_t>(total)) return Status::from_errno(errno, "local-read reply");
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) total += iov[i].iov_len;
+    return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(total);
+}
+
+// recvmsg into iov; the descriptor attached, if any, into *fd (else -1).
+ssize_t receive_with_fd(int sock, iovec* iov, size_t n, int flags, int* fd, int* msg_flags) {
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = n;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    *fd = -1;
+    const ssize_t got = ::recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); got > 0 && c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
+    *msg_flags = m.msg_flags;
+    return got;
+}
+
+} // namespace
+
+Status local_read_send_reply(int sock, const LocalReply& reply) {
+    LocalReplyHeader h = reply.header;
+    h.crcs = static_cast<uint32_t>(reply.crcs.size());
+    h.holes = static_cast<uint32_t>(reply.holes.size());
+    iovec iov[3] = {{&h, sizeof h},
+                    {const_cast<uint32_t*>(reply.crcs.data()), reply.crcs.size() * sizeof(uint32_t)},
+                    {const_cast<uint32_t*>(reply.holes.data()), reply.holes.size() * sizeof(uint32_t)}};
+    if (!send_with_fd(sock, iov, 3, reply.fd)) return Status::from_errno(errno, "local-read reply");
     return Status::OK();
+}
+
+ssize_t local_read_receive(int sock, std::span<char> buf, int* fd) {
+    iovec iov{buf.data(), buf.size()};
+    int flags = 0;
+    const ssize_t n = receive_with_fd(sock, &iov, 1, MSG_DONTWAIT, fd, &flags);
+    if (n >= 0 && (flags & MSG_TRUNC)) return static_cast<ssize_t>(buf.size()) + 1; // too long: malformed
+    return n;
 }
 
 Result<int> local_read_connect(const std::string& name, const std::string& secret, std::chrono::milliseconds timeout) {
@@ -106,24 +140,17 @@ Result<int> local_read_connect(const std::string& name, const std::string& secre
     return s;
 }
 
-Result<LocalReply> local_read_call(int sock, const LocalRequest& req) {
-    if (::send(sock, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req))
-        return Status::from_errno(errno, "local-read request");
+Result<LocalReply> local_read_call(int sock, const LocalRequest& req, int fd) {
+    iovec out{const_cast<LocalRequest*>(&req), sizeof req};
+    if (!send_with_fd(sock, &out, 1, fd)) return Status::from_errno(errno, "local-read request");
     LocalReply reply;
     thread_local std::vector<uint32_t> body(2 * kLocalMaxBlocks); // a reply's largest tail
     iovec iov[2] = {{&reply.header, sizeof reply.header}, {body.data(), body.size() * sizeof(uint32_t)}};
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = 2;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); n > 0 && c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&reply.fd, CMSG_DATA(c), sizeof reply.fd);
+    int flags = 0;
+    const ssize_t n = receive_with_fd(sock, iov, 2, 0, &reply.fd, &flags);
     const LocalReplyHeader& h = reply.header;
     if (n < 0) return Status::from_errno(errno, "local-read reply");
-    if (static_cast<size_t>(n) < sizeof h || (m.msg_flags & MSG_TRUNC) || h.crcs > kLocalMaxBlocks ||
+    if (static_cast<size_t>(n) < sizeof h || (flags & MSG_TRUNC) || h.crcs > kLocalMaxBlocks ||
         h.holes > kLocalMaxBlocks || static_cast<size_t>(n) != sizeof h + (size_t{h.crcs} + h.holes) * sizeof(uint32_t)) {
         if (reply.fd >= 0) ::close(reply.fd);
         return Status(Code::protocol, "malformed local-read reply of " + std::to_string(n) + " bytes");

@@ -23,12 +23,17 @@
 // not older than its own, a member of the chain, and no write of the chunk in flight here
 // unless it is the tail), else EAGAIN: read it over the transport, where CRAQ's rules apply.
 // LocalOp::open asks for the descriptor only (read-ahead).
+// LocalOp::map_arena hands the daemon the client's write arena (a size-sealed memfd, attached:
+// server/write_arenas.h); the reply's `token` names it in ChunkWriteRequest::arena. The
+// daemon unmaps it when the connection closes.
 // Whoever holds the secret may read every chunk anyway (over the transport): the socket gives
 // no more than that, and only read-only descriptors.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <span>
+#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -36,9 +41,9 @@
 
 namespace jobfs::transport {
 
-inline constexpr char kLocalReadHello[] = "jobfs-local-reads-2:";
+inline constexpr char kLocalReadHello[] = "jobfs-local-reads-3:";
 
-enum class LocalOp : uint32_t { open = 1, describe = 2 };
+enum class LocalOp : uint32_t { open = 1, describe = 2, map_arena = 3 };
 inline constexpr uint32_t kLocalMaxChain = 3; // placement.h's kMaxReplicas
 struct LocalRequest {
     uint32_t op = 0;           // LocalOp
@@ -56,6 +61,7 @@ struct LocalReplyHeader {
     uint32_t reserved = 0;
     uint64_t held = 0;  // the chunk file's length (describe; 0: no such chunk)
     uint64_t file_dev = 0, file_ino = 0;
+    uint64_t token = 0; // map_arena: the arena's token
 };
 // A reply as both ends see it; fd is the descriptor received (-1: none), the caller's to close.
 struct LocalReply {
@@ -76,8 +82,11 @@ Status local_read_send_reply(int sock, const LocalReply& reply);
 // Reader side: connects and says hello. Code::not_found: no daemon of that name on this node.
 Result<int> local_read_connect(const std::string& name, const std::string& secret,
                                std::chrono::milliseconds timeout);
-// Sends a request and receives its reply (an error in it is the daemon's answer, not a
-// failure). A failure leaves the connection unusable.
-Result<LocalReply> local_read_call(int sock, const LocalRequest& req);
+// Sends a request (with `fd` attached when it is not -1) and receives its reply (an error in it
+// is the daemon's answer, not a failure). A failure leaves the connection unusable.
+Result<LocalReply> local_read_call(int sock, const LocalRequest& req, int fd = -1);
+// Daemon side: receives one packet into buf (at most buf.size() bytes) and the descriptor
+// attached to it, if any (*fd, else -1: the caller's to close). Returns recvmsg's count.
+ssize_t local_read_receive(int sock, std::span<char> buf, int* fd);
 
 } // namespace jobfs::transport

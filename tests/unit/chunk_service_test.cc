@@ -1,6 +1,9 @@
 // chunk_service_test: the chunk RPCs over real UCX endpoints, served from a real ChunkStore.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
 
@@ -9,14 +12,16 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
+#include "block_crc.h"
 #include "daemon_protocol.h"
 #include "test_util.h"
 #include "server/chunk_service.h"
+#include "server/write_arenas.h"
 
 namespace jobfs::server {
 namespace {
@@ -252,6 +257,54 @@ TEST_F(ChunkServiceTest, ReadGateServesOnlyWhatCraqAllows) {
     to_succ = {};
     TearDownKeepDir();
     succ->reset();
+}
+
+// Local writes: a write naming a client's arena (server/write_arenas.h) takes its bytes from
+// there, checked against the writer's CRCs; an unknown token is not_found (the client sends
+// the bytes instead), a range outside the arena invalid, an arena write with a bulk malformed.
+TEST_F(ChunkServiceTest, WritesFromAClientsArenaAreCheckedAndStored) {
+    const int fd = ::memfd_create("arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ASSERT_GE(fd, 0);
+    const size_t size = 4 << 20;
+    ASSERT_EQ(::ftruncate(fd, size), 0);
+    ASSERT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    auto* base = static_cast<uint8_t*>(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    ASSERT_NE(base, MAP_FAILED);
+    WriteArenas arenas;
+    auto token = arenas.map(fd);
+    ::close(fd);
+    ASSERT_TRUE(token.ok()) << token.status().to_string();
+    const auto data = pattern(1 << 20, 12);
+    std::memcpy(base + (1 << 20), data.data(), data.size());
+    auto write_from_arena = [&](uint64_t tok, uint64_t off, uint64_t len, std::vector<uint32_t> crcs, proto::ChunkRef c) {
+        proto::ChunkWriteRequest req{c, 0, len, {}, std::move(crcs)};
+        req.arena = tok;
+        req.arena_offset = off;
+        return rpc::call<proto::ChunkWrite>(conn, req).status();
+    };
+    const auto crcs = transport::block_crcs(0, data);
+    EXPECT_EQ(write_from_arena(*token, 1 << 20, data.size(), crcs, {21, 0}).code(), Code::not_found)
+        << "the service takes no arenas yet";
+    service->accept_arenas(&arenas);
+    Status s = write_from_arena(*token, 1 << 20, data.size(), crcs, {21, 0});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    auto back = read({21, 0}, 0, data.size());
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, data);
+    EXPECT_EQ(write_from_arena(*token + 1, 0, 4096, {}, {21, 1}).code(), Code::not_found);
+    EXPECT_EQ(write_from_arena(*token, size - 4096, 8192, {}, {21, 1}).code(), Code::invalid);
+    // The bytes changed under the CRCs: refused, nothing stored.
+    base[(1 << 20) + 5] ^= 1;
+    EXPECT_EQ(write_from_arena(*token, 1 << 20, data.size(), crcs, {21, 2}).code(), Code::io);
+    EXPECT_TRUE(read({21, 2}, 0, 100)->empty());
+    // An arena write that also carries a bulk.
+    proto::ChunkWriteRequest both{{21, 3}, 0, 4096, {}, {}};
+    both.arena = *token;
+    transport::CallOptions o;
+    o.bulk_out = std::span<const uint8_t>(data.data(), 4096);
+    EXPECT_EQ(rpc::call<proto::ChunkWrite>(conn, both, o).status().code(), Code::protocol);
+    service->accept_arenas(nullptr);
+    ::munmap(base, size);
 }
 
 TEST_F(ChunkServiceTest, FullDiskIsNoSpaceAtTheClient) {

@@ -61,13 +61,15 @@ protected:
         if (!s.ok()) return s;
         return client->close(**f);
     }
-    Result<std::vector<uint8_t>> read_file(const std::string& path) {
-        auto f = client->open(path, O_RDONLY);
+    Result<std::vector<uint8_t>> read_file(const std::string& path) { return read_file(*client, path); }
+    static Result<std::vector<uint8_t>> read_file(Client& c, const std::string& path) {
+        auto f = c.open(path, O_RDONLY);
         if (!f.ok()) return f.status();
         std::vector<uint8_t> out((*f)->size());
-        auto n = client->pread(**f, 0, out);
+        auto n = c.pread(**f, 0, out);
         if (!n.ok()) return n.status();
         out.resize(*n);
+        JOBFS_RETURN_IF_ERROR(c.close(**f));
         return out;
     }
 
@@ -269,6 +271,53 @@ TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     ASSERT_TRUE(again.ok()) << again.status().to_string();
     EXPECT_EQ(*again, data);
     EXPECT_EQ(client->io().local_reads(), 0u);
+}
+
+// The daemons run on this node: large writes hand them their bytes through the write arena
+// (client/write_arena.h) instead of the transport, and every byte reads back, also over the
+// transport alone. A daemon restarted no longer knows the arena: the writes it refuses are sent
+// with their bytes, and the arena is handed over again for the next ones.
+TEST_F(ClientTest, LargeWritesToThisNodesDaemonsGoThroughTheWriteArena) {
+    const auto data = pattern((6 << 20) + 12345, 41);
+    uint64_t before = client->io().local_writes();
+    ASSERT_TRUE(write_file("/arena", data).ok());
+    // One per whole 1 MiB chunk; the last piece, 12345 bytes, goes with its write.
+    EXPECT_EQ(client->io().local_writes() - before, 6u);
+    auto back = read_file("/arena");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, data);
+    ClientOptions remote;
+    remote.local_reads = false; // no local reads, no arena: everything over the transport
+    auto far = Client::connect(cluster->info(), remote);
+    ASSERT_TRUE(far.ok()) << far.status().to_string();
+    back = read_file(**far, "/arena");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, data);
+    {
+        auto w = (*far)->open("/far", O_WRONLY | O_CREAT, 0644);
+        ASSERT_TRUE(w.ok());
+        ASSERT_TRUE((*far)->pwrite(**w, 0, data).ok());
+        ASSERT_TRUE((*far)->close(**w).ok());
+        EXPECT_EQ((*far)->io().local_writes(), 0u);
+    }
+
+    for (uint32_t r = 0; r < 3; ++r) {
+        cluster->kill(r);
+        ASSERT_TRUE(cluster->restart(r).ok());
+    }
+    const auto again = pattern(6 << 20, 42);
+    auto f = client->open("/arena", O_WRONLY);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    Status s = client->pwrite(**f, 0, again);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    before = client->io().local_writes();
+    s = client->pwrite(**f, 0, again);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(client->io().local_writes() - before, 6u) << "the arena is handed over again";
+    ASSERT_TRUE(client->close(**f).ok());
+    back = read_file(**far, "/arena");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(std::equal(again.begin(), again.end(), back->begin()));
 }
 
 // The chunk file of chunk `index` of file `ino`, whichever daemon of the cluster in `dir` holds it.

@@ -4,18 +4,22 @@
 // recorded a hole, a chunk file replaced since, a wrong secret.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "client/local_reads.h"
 #include "local_read_socket.h"
 #include "server/chunk_store.h"
 #include "server/local_read_server.h"
+#include "server/write_arenas.h"
 #include "test_util.h"
 
 namespace jobfs {
@@ -46,12 +50,15 @@ protected:
         auto st = ChunkStore::open(dir.path(), kChunk);
         ASSERT_TRUE(st.ok()) << st.status().to_string();
         store = std::move(*st);
-        auto srv = LocalReadServer::start(*store, secret, 0, [this](ChunkId, const std::vector<uint32_t>& chain, uint64_t v) {
-            gate_calls++;
-            gate_chain = chain;
-            gate_version = v;
-            return gate_answer;
-        });
+        auto srv = LocalReadServer::start(
+            *store, secret, 0,
+            [this](ChunkId, const std::vector<uint32_t>& chain, uint64_t v) {
+                gate_calls++;
+                gate_chain = chain;
+                gate_version = v;
+                return gate_answer;
+            },
+            &arenas);
         ASSERT_TRUE(srv.ok()) << srv.status().to_string();
         server = std::move(*srv);
         reader = std::make_unique<LocalReads>(secret, 1);
@@ -75,6 +82,7 @@ protected:
     uint64_t gate_version = 0;
     TempDir dir;
     std::string secret;
+    server::WriteArenas arenas; // outlives the server
     std::unique_ptr<ChunkStore> store;
     std::unique_ptr<LocalReadServer> server;
     std::unique_ptr<LocalReads> reader;
@@ -294,6 +302,90 @@ TEST_F(LocalReadsTest, AnOpenedFileTellsItWasColdAfterBeingMoved) {
     std::vector<uint8_t> got(2 * kBlock);
     ASSERT_TRUE(reader->read(moved, got).ok());
     EXPECT_EQ(got, data);
+}
+
+// The write arena (local writes): regions are page-aligned and disjoint, freed ones are
+// reused, retired ones (a call without an answer: the daemon may still read them) never.
+TEST(WriteArena, DisjointAlignedRegionsAndRetiredOnesAreNeverReused) {
+    constexpr uint64_t kUnit = client::WriteArena::kUnit;
+    auto a = client::WriteArena::create(8 * kUnit);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    auto& arena = **a;
+    EXPECT_EQ(arena.size(), 8 * kUnit);
+    auto r1 = arena.allocate(kUnit + 1); // two units
+    auto r2 = arena.allocate(3 * kUnit);
+    auto r3 = arena.allocate(3 * kUnit);
+    ASSERT_TRUE(r1 && r2 && r3);
+    EXPECT_EQ(r1->length, 2 * kUnit);
+    EXPECT_FALSE(arena.allocate(1)) << "full";
+    for (const auto& r : {*r1, *r2, *r3}) EXPECT_EQ(r.offset % 4096, 0u);
+    EXPECT_LE(r1->offset + r1->length, r2->offset);
+    EXPECT_LE(r2->offset + r2->length, r3->offset);
+    std::memset(r2->data, 0x5a, r2->length);
+    arena.release(*r2);
+    auto r4 = arena.allocate(2 * kUnit);
+    ASSERT_TRUE(r4);
+    EXPECT_EQ(r4->offset, r2->offset) << "a freed region is used again";
+    arena.retire(*r1);
+    arena.release(*r3);
+    arena.release(*r4);
+    EXPECT_EQ(arena.retired(), 2 * kUnit);
+    // 6 units free, but none of them are r1's.
+    for (int k = 0; k < 6; ++k) {
+        auto r = arena.allocate(kUnit);
+        ASSERT_TRUE(r) << k;
+        EXPECT_GE(r->offset, r1->offset + r1->length);
+    }
+    EXPECT_FALSE(arena.allocate(1));
+    EXPECT_FALSE(arena.allocate(9 * kUnit)) << "larger than the arena";
+}
+
+// A client hands its write arena to the daemon over the socket: the daemon maps it (what the
+// client writes there, the daemon sees), checks ranges against it, refuses a memfd whose size
+// is not sealed, and unmaps it when the connection closes.
+TEST_F(LocalReadsTest, WriteArenaIsMappedByTheDaemonUntilItsConnectionCloses) {
+    ASSERT_NE(reader->arena(), nullptr);
+    const uint64_t token = reader->arena_token(0);
+    ASSERT_NE(token, 0u);
+    EXPECT_EQ(reader->arena_token(0), token) << "handed over once per connection";
+    EXPECT_EQ(arenas.mapped(), 1u);
+    auto region = reader->arena()->allocate(100000);
+    ASSERT_TRUE(region);
+    const auto data = pattern(100000, 17);
+    std::memcpy(region->data, data.data(), data.size());
+    auto seen = arenas.range(token, region->offset, data.size());
+    ASSERT_TRUE(seen.ok()) << seen.status().to_string();
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), seen->second.begin()));
+    EXPECT_EQ(arenas.range(token, reader->arena()->size() - 10, 11).status().code(), Code::invalid);
+    EXPECT_EQ(arenas.range(token + 1, 0, 1).status().code(), Code::not_found);
+
+    // An unsealed memfd: refused, and the connection goes on.
+    const int loose = ::memfd_create("loose", MFD_CLOEXEC);
+    ASSERT_GE(loose, 0);
+    ASSERT_EQ(::ftruncate(loose, 1 << 20), 0);
+    auto c = transport::local_read_connect(transport::local_read_socket_name(secret, 0), secret, std::chrono::milliseconds(2000));
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    transport::LocalRequest req;
+    req.op = static_cast<uint32_t>(transport::LocalOp::map_arena);
+    auto r = transport::local_read_call(*c, req, loose);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->header.error, EINVAL);
+    EXPECT_EQ(r->header.token, 0u);
+    r = transport::local_read_call(*c, req); // no memfd at all
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->header.error, EINVAL);
+    ::close(loose);
+    ::close(*c);
+    EXPECT_EQ(arenas.mapped(), 1u);
+
+    // The reader goes away: its arena is unmapped (a write still using it keeps it alive).
+    auto kept = arenas.range(token, 0, 1);
+    ASSERT_TRUE(kept.ok());
+    reader.reset();
+    for (int i = 0; i < 200 && arenas.mapped() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(arenas.mapped(), 0u);
+    EXPECT_EQ(arenas.range(token, 0, 1).status().code(), Code::not_found);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), kept->first->base + region->offset)) << "still mapped for its user";
 }
 
 TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {
