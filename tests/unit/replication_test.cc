@@ -687,6 +687,22 @@ std::vector<uint8_t> chunk_on_disk(const std::string& dir, uint32_t rank, uint64
     return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
 }
 
+// Checks that daemon 2 of 3 (1 MiB chunks, 2 copies) holds, for every chunk of inode `ino` its
+// chains give it, exactly the bytes of `data` there; how many such chunks it checked.
+size_t expect_copies_on_daemon2(const std::string& dir, uint64_t ino, const std::vector<uint8_t>& data) {
+    const Layout l{1 << 20, 0, 2};
+    size_t checked = 0;
+    for (uint64_t i = 0; i * (1 << 20) < data.size(); ++i) {
+        if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
+        const auto disk = chunk_on_disk(dir, 2, ino, i);
+        EXPECT_EQ(disk.size(), 1u << 20) << "inode " << ino << " chunk " << i;
+        EXPECT_TRUE(disk.size() == 1u << 20 && std::equal(disk.begin(), disk.end(), data.begin() + (i << 20)))
+            << "inode " << ino << " chunk " << i << " is stale";
+        checked++;
+    }
+    return checked;
+}
+
 // The resync cases' daemons: 1 MiB chunks, 2 copies, a lost daemon noticed within a second.
 const std::vector<std::string> kResyncArgs = {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800",
                                               "--heartbeat-ms", "100", "--log-level", "info"};
@@ -727,17 +743,7 @@ TEST(ReplicationResync, RestartedDaemonCopiesWhatItMissedThenServes) {
     log << logf.rdbuf();
     EXPECT_NE(log.str().find("resync done"), std::string::npos) << log.str();
 
-    const Layout l{1 << 20, 0, 2};
-    size_t checked = 0;
-    for (auto [ino, data] : {std::pair{a, &a_data}, std::pair{b, &b_data}}) {
-        for (uint64_t i = 0; i * (1 << 20) < data->size(); ++i) {
-            if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
-            const auto disk = chunk_on_disk(dir.path(), 2, ino, i);
-            ASSERT_EQ(disk.size(), 1u << 20) << "inode " << ino << " chunk " << i;
-            EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data->begin() + (i << 20))) << "inode " << ino << " chunk " << i;
-            checked++;
-        }
-    }
+    const size_t checked = expect_copies_on_daemon2(dir.path(), a, a_data) + expect_copies_on_daemon2(dir.path(), b, b_data);
     EXPECT_GT(checked, 3u);
     // A new client reads everything, every copy in turn (daemon 2's included).
     auto c2 = Client::connect((*cluster)->info());
@@ -783,16 +789,7 @@ TEST(ReplicationResync, ChunksOfAFileStillOpenAreCopiedToo) {
     ASSERT_TRUE(cl.close(**f).ok());
 
     const uint64_t ino = (*f)->ino;
-    const Layout l{1 << 20, 0, 2};
-    size_t checked = 0;
-    for (uint64_t i = 0; i * (1 << 20) < data.size(); ++i) {
-        if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
-        const auto disk = chunk_on_disk(dir.path(), 2, ino, i);
-        ASSERT_EQ(disk.size(), 1u << 20) << "chunk " << i;
-        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (i << 20))) << "chunk " << i;
-        checked++;
-    }
-    EXPECT_GE(checked, 3u);
+    EXPECT_GE(expect_copies_on_daemon2(dir.path(), ino, data), 3u);
     ASSERT_TRUE(cl.truncate("/cut", 6 << 20).ok());
     std::vector<uint8_t> back(6 << 20, 0xff);
     auto r = cl.open("/cut", O_RDONLY);
@@ -904,16 +901,7 @@ TEST(ReplicationResync, WritesToAnUnlinkedOpenFileAreCopiedToo) {
     ASSERT_TRUE(wait_daemon_state(cl, 2, proto::kDaemonServing, std::chrono::seconds(30)));
 
     const uint64_t ino = (*f)->ino;
-    const Layout l{1 << 20, 0, 2};
-    size_t checked = 0;
-    for (uint64_t i = 0; i < 6; ++i) {
-        if (!chunk_chain(ino, i, l, 3).contains(2)) continue;
-        const auto disk = chunk_on_disk(dir.path(), 2, ino, i);
-        ASSERT_EQ(disk.size(), 1u << 20) << "chunk " << i;
-        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (i << 20))) << "chunk " << i << " is stale";
-        checked++;
-    }
-    EXPECT_GE(checked, 3u);
+    EXPECT_GE(expect_copies_on_daemon2(dir.path(), ino, data), 3u);
     // Every copy in turn (daemon 2's included), through the open handle.
     for (int k = 0; k < 2; ++k) {
         std::vector<uint8_t> back(6 << 20);
