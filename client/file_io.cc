@@ -326,23 +326,23 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
             });
         }
         JOBFS_RETURN_IF_ERROR(fan.wait(replicated ? std::function<void()>([this] { leave_out_offline(); }) : nullptr));
-        // Pieces whose arena the daemon did not know go again at once, with their bytes.
-        bool resend = false;
-        for (size_t i = 0; i < pieces.size(); ++i)
+        bool resend = false; // pieces whose arena the daemon did not know: again at once, with their bytes
+        const Status* failed = nullptr;
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            if (status[i].ok()) continue;
             if (arena_gone[i]) {
                 arena_gone[i] = 0;
                 no_arena[i] = 1;
-                status[i] = Status(Code::internal, "not written");
                 resend = true;
+                continue;
             }
-        const Status* failed = nullptr;
-        for (const Status& st : status)
-            if (!st.ok() && !(resend && st.code() == Code::internal)) {
-                if (!replicated || !cured_by_newer_table(st.code())) return st; // R=1: nothing to fail over to
-                if (!failed) failed = &st;
-            }
-        if (!failed && resend) continue;
-        if (!failed) return Status::OK();
+            if (!replicated || !cured_by_newer_table(status[i].code())) return status[i]; // R=1: nothing to fail over to
+            if (!failed) failed = &status[i];
+        }
+        if (!failed) {
+            if (resend) continue;
+            return Status::OK();
+        }
         if (std::chrono::steady_clock::now() >= deadline) return *failed;
         // A daemon whose connection broke may be back (restarted, serving again): connect
         // afresh to the failed pieces' heads, each once (many pieces share a head).
@@ -410,9 +410,9 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             if (p.length < LocalReads::kMinLength) continue;
             const int rank = local_replica(ino, p.chunk_index, sl.chain);
             if (rank < 0) continue;
-            const auto chain = chain_ranks(sl.chain);
-            opened[i] = local_->open({static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length,
-                                      replicated ? std::span<const uint32_t>(chain) : std::span<const uint32_t>(), t.version});
+            const auto chain = replicated ? std::span<const uint32_t>(sl.chain.ranks.data(), sl.chain.length)
+                                          : std::span<const uint32_t>();
+            opened[i] = local_->open({static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length, chain, t.version});
             sl.local_failed = rank; // until it succeeds
         }
         for (size_t i = 0; i < pieces.size(); ++i) {

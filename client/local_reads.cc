@@ -176,14 +176,6 @@ std::string describe(const LocalReads::Range& r) {
            std::to_string(r.rank);
 }
 
-// Closes fd when it goes out of scope (a descriptor received with an answer not taken).
-struct FdCloser {
-    int fd;
-    ~FdCloser() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 // Whether every page of [off, off + len) is in the page cache: cachestat(2) (Linux 6.5); on an
 // older kernel, no way to tell cheaply (a RWF_NOWAIT read also fails on a cached page that
 // marks a readahead point): say no.
@@ -213,7 +205,7 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     if (length == 0 || !available(rank)) return false;
     auto fd = open_chunk(rank, ino, index);
     if (!fd.ok()) return false; // not written (yet), or the daemon went away: the read will tell
-    const FdCloser closer{*fd};
+    const transport::FdCloser closer{*fd};
     if (cached(*fd, offset, length)) return false;
     (void)::posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
     prefetches_.fetch_add(1, std::memory_order_relaxed);

@@ -29,7 +29,7 @@ namespace {
 constexpr uint64_t kRepairPiece = 4ull << 20;
 
 // This daemon's place in a request's chain, or -1.
-int position(const std::vector<uint32_t>& chain, uint32_t rank) {
+int position(std::span<const uint32_t> chain, uint32_t rank) {
     auto it = std::find(chain.begin(), chain.end(), rank);
     return it == chain.end() ? -1 : static_cast<int>(it - chain.begin());
 }
@@ -103,12 +103,16 @@ Status ChunkService::stale(uint64_t sender_version) const {
     return Status::OK();
 }
 
-Status ChunkService::read_gate(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version) {
+bool ChunkService::clean_here(ChunkId id, std::span<const uint32_t> chain, uint64_t* pending) {
+    return chain.size() <= 1 || chain.back() == rank_ || !dirty(id, pending);
+}
+
+Status ChunkService::read_gate(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version) {
     JOBFS_RETURN_IF_ERROR(stale(table_version));
-    if (chain.size() <= 1) return Status::OK();
-    if (position(chain, rank_) < 0) return Status(Code::again, "daemon " + std::to_string(rank_) + " is not in the chain");
+    if (chain.size() > 1 && position(chain, rank_) < 0)
+        return Status(Code::again, "daemon " + std::to_string(rank_) + " is not in the chain");
     uint64_t pending = 0;
-    if (chain.back() != rank_ && dirty(id, &pending))
+    if (!clean_here(id, chain, &pending))
         return Status(Code::again, "a write of the chunk is in flight here: ask over the transport");
     return Status::OK();
 }
@@ -319,9 +323,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
         if (Status s = stale(req.table_version); !s.ok()) return call.reply(s);
         const ChunkId id{req.chunk.ino, req.chunk.index};
         uint64_t pending = 0;
-        const bool replicated = req.chain.size() > 1;
-        if (!replicated || req.chain.back() == self->rank_ || !self->dirty(id, &pending))
-            return serve_read(call, std::move(req));
+        if (self->clean_here(id, req.chain, &pending)) return serve_read(call, std::move(req));
         // CRAQ: a dirty copy may be read only if the tail has committed what it holds.
         const uint32_t tail = req.chain.back();
         auto ep = self->peer_ ? self->peer_(tail) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));

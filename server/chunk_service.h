@@ -52,7 +52,7 @@ public:
     // table is not older than ours, this daemon is in the chain, and it is the tail or holds
     // no write of the chunk in flight. Code::again otherwise. For readers that read the chunk
     // file themselves (server/local_read_server.h); any thread.
-    Status read_gate(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version);
+    Status read_gate(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version);
 
     // Lets writes name the arenas clients of this node mapped here (ChunkWriteRequest::arena).
     // `arenas` must outlive the service's handlers.
@@ -104,6 +104,9 @@ private:
     uint64_t begin_write(ChunkId id, uint64_t version); // version 0: number it (head)
     // failed_at_head: the head numbered it and the chain did not store it (its number is given back).
     void end_write(ChunkId id, uint64_t version, bool failed_at_head = false);
+    // CRAQ: whether this copy may serve a read now (unreplicated, the tail, or no write of it in
+    // flight here; else *pending is the newest version seen, for the tail to confirm).
+    bool clean_here(ChunkId id, std::span<const uint32_t> chain, uint64_t* pending);
     // True with the newest version seen when a write of the chunk is still in flight.
     bool dirty(ChunkId id, uint64_t* pending);
     uint64_t committed(ChunkId id);

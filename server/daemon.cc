@@ -219,7 +219,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
         p.write_arenas = std::make_unique<WriteArenas>();
         auto lr = LocalReadServer::start(
             *p.chunks, *secret, rank,
-            [chunks](ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version) {
+            [chunks](ChunkId id, std::span<const uint32_t> chain, uint64_t table_version) {
                 return chunks->read_gate(id, chain, table_version);
             },
             p.write_arenas.get());

@@ -83,8 +83,7 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         }
         if (req.chain_length > 1) {
             // CRAQ: only what a read over the transport would serve here.
-            const std::vector<uint32_t> chain(req.chain, req.chain + req.chain_length);
-            const Status s = gate_ ? gate_(id, chain, req.table_version)
+            const Status s = gate_ ? gate_(id, std::span<const uint32_t>(req.chain, req.chain_length), req.table_version)
                                    : Status(Code::again, "replicated chunks are read over the transport");
             if (!s.ok()) {
                 r.header.error = EAGAIN;
@@ -144,12 +143,7 @@ void LocalReadServer::run() {
             Conn& c = conns[i];
             int passed = -1; // a descriptor that came with the packet: closed here whatever it was for
             const ssize_t n = transport::local_read_receive(c.fd, buf, &passed);
-            struct Closer {
-                int fd;
-                ~Closer() {
-                    if (fd >= 0) ::close(fd);
-                }
-            } closer{passed};
+            const transport::FdCloser closer{passed};
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
             if (n <= 0) { // the reader went away
                 gone.push_back(i);

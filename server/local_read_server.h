@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +27,7 @@ class LocalReadServer {
 public:
     // Whether a replicated chunk may be read here now by a reader whose chain of it is `chain`,
     // from chain table `table_version` (ChunkService::read_gate). Called on the server's thread.
-    using ReadGate = std::function<Status(ChunkId id, const std::vector<uint32_t>& chain, uint64_t table_version)>;
+    using ReadGate = std::function<Status(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version)>;
 
     // Listens on local_read_socket_name(secret, rank). `store` must outlive the server. Without
     // a gate, replicated chunks are never described (their readers go over the transport).

@@ -30,10 +30,12 @@
 // no more than that, and only read-only descriptors.
 #pragma once
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <span>
-#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,14 @@ struct LocalReply {
     int fd = -1;
 };
 constexpr uint32_t kLocalMaxBlocks = 4096; // per reply: a 256 MiB range of 64 KiB blocks
+
+// Closes a descriptor when it goes out of scope: one that came with a message and was not taken.
+struct FdCloser {
+    int fd = -1;
+    ~FdCloser() {
+        if (fd >= 0) ::close(fd);
+    }
+};
 
 // "jobfs-<hash of the secret>-<rank>" (the abstract namespace; no leading NUL).
 std::string local_read_socket_name(const std::string& secret, uint32_t rank);

@@ -194,6 +194,7 @@ TEST_F(ChunkServiceTest, CorruptChunkReadsAsIoErrorAtTheClient) {
 // daemon outside the reader's chain, and, while a write of the chunk is on its way down the
 // chain (the replica is dirty), only the tail.
 TEST_F(ChunkServiceTest, ReadGateServesOnlyWhatCraqAllows) {
+    const auto ranks = [](std::initializer_list<uint32_t> l) { return std::vector<uint32_t>(l); };
     TearDownKeepDir();
     // Daemon 1, this daemon's successor: holds every write passed to it until told to answer.
     transport::WorkerOptions o;
@@ -219,10 +220,10 @@ TEST_F(ChunkServiceTest, ReadGateServesOnlyWhatCraqAllows) {
     to_succ = *ep;
 
     const ChunkId id{9, 0};
-    EXPECT_TRUE(service->read_gate(id, {0, 1}, 5).ok());
-    EXPECT_TRUE(service->read_gate(id, {}, 0).ok()) << "unreplicated: nothing to check";
-    EXPECT_EQ(service->read_gate(id, {0, 1}, 4).code(), Code::again) << "an older table";
-    EXPECT_EQ(service->read_gate(id, {1, 2}, 5).code(), Code::again) << "not in the chain";
+    EXPECT_TRUE(service->read_gate(id, ranks({0, 1}), 5).ok());
+    EXPECT_TRUE(service->read_gate(id, ranks({}), 0).ok()) << "unreplicated: nothing to check";
+    EXPECT_EQ(service->read_gate(id, ranks({0, 1}), 4).code(), Code::again) << "an older table";
+    EXPECT_EQ(service->read_gate(id, ranks({1, 2}), 5).code(), Code::again) << "not in the chain";
 
     // A write enters here as head and waits at the successor: dirty here.
     const auto data = pattern(1 << 20, 8);
@@ -243,9 +244,9 @@ TEST_F(ChunkServiceTest, ReadGateServesOnlyWhatCraqAllows) {
         std::lock_guard l(mu);
         ASSERT_EQ(held.size(), 1u) << "the write never reached the successor";
     }
-    EXPECT_EQ(service->read_gate(id, {0, 1}, 5).code(), Code::again) << "dirty, and not the tail";
-    EXPECT_TRUE(service->read_gate(id, {1, 0}, 5).ok()) << "the tail serves what it holds";
-    EXPECT_TRUE(service->read_gate(ChunkId{9, 1}, {0, 1}, 5).ok()) << "another chunk is clean";
+    EXPECT_EQ(service->read_gate(id, ranks({0, 1}), 5).code(), Code::again) << "dirty, and not the tail";
+    EXPECT_TRUE(service->read_gate(id, ranks({1, 0}), 5).ok()) << "the tail serves what it holds";
+    EXPECT_TRUE(service->read_gate(ChunkId{9, 1}, ranks({0, 1}), 5).ok()) << "another chunk is clean";
     {
         std::lock_guard l(mu);
         held[0].reply(Status::OK());
@@ -253,7 +254,7 @@ TEST_F(ChunkServiceTest, ReadGateServesOnlyWhatCraqAllows) {
     }
     while (written == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
     ASSERT_EQ(written, 1);
-    EXPECT_TRUE(service->read_gate(id, {0, 1}, 5).ok()) << "committed: clean again";
+    EXPECT_TRUE(service->read_gate(id, ranks({0, 1}), 5).ok()) << "committed: clean again";
     to_succ = {};
     TearDownKeepDir();
     succ->reset();

@@ -52,9 +52,9 @@ protected:
         store = std::move(*st);
         auto srv = LocalReadServer::start(
             *store, secret, 0,
-            [this](ChunkId, const std::vector<uint32_t>& chain, uint64_t v) {
+            [this](ChunkId, std::span<const uint32_t> chain, uint64_t v) {
                 gate_calls++;
-                gate_chain = chain;
+                gate_chain.assign(chain.begin(), chain.end());
                 gate_version = v;
                 return gate_answer;
             },
