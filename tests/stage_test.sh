@@ -113,6 +113,29 @@ check "the message names the object and NoSuchKey" grep -q "stage-in of s3://bkt
 check "no file and no manifest for the incomplete copy" sh -c "! '$J' stat '/del/alpha/$victim' >/dev/null 2>&1 && ! '$J' stat /del/.jobfs-stage-manifest >/dev/null 2>&1"
 check "the other objects were copied" sh -c "'$J' cp 'jobfs:/del/alpha/$other' '$tmp/o2' && cmp '$tmp/o2' '$src/set 2/alpha/$other'"
 
+# A file that changes between its digest and its upload. Stage-out streams a file's PUT (or
+# part) from the file in two passes: the digests, then the body as it is sent; the server's
+# ETag (the MD5 of what it stored; s3rver does not check Content-MD5) must then differ from
+# the declared MD5. One PUT of 8 MiB, and a multipart upload (12 MiB in 5 MiB parts): the
+# test rewrites the file's first MiB during the pause after the first digest.
+changed_upload() { # NAME SIZE_MIB OPTIONS...
+  what=$1 mib=$2; shift 2
+  mkdir -p "$tmp/chg-$what"
+  head -c $((mib << 20)) /dev/urandom > "$tmp/chg-$what/f"
+  JOBFS_STAGE_TEST_PAUSE_AFTER_DIGEST_MS=1500 "$J" stage-out "$tmp/chg-$what" "s3://bkt/chg-$what/" --parallel 1 \
+    --progress none "$@" > "$tmp/chg.out" 2> "$tmp/chg.err" &
+  stager=$!
+  n=0
+  while ! grep -q 'digested .* pausing' "$tmp/chg.err" 2>/dev/null && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+  dd if=/dev/urandom of="$tmp/chg-$what/f" bs=1M count=1 conv=notrunc status=none
+  wait $stager
+  check "$what changed after its digest: exit 1" test $? -eq 1
+  check "$what changed after its digest: the message says the bytes differ" grep -q "chg-$what/f failed: .*is not the MD5 of the bytes sent" "$tmp/chg.err"
+  check "$what changed after its digest: no object under the name" sh -c "! s3curl -o /dev/null 'http://127.0.0.1:$port/bkt/chg-$what/f'"
+}
+changed_upload one-put 8
+changed_upload multipart 12 --part-size 5M --multipart-threshold 5M
+
 # The server killed in the middle of a stage-out from jobfs: exit 1, no manifest, the data
 # still in jobfs; after a restart a rerun resumes (skips what is there) and completes.
 "$J" stage-out jobfs:/in s3://bkt/kill/ --part-size 8M --parallel 2 --retries 2 --progress none > "$tmp/k.out" 2> "$tmp/k.err" &

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -27,22 +28,62 @@ struct ThreadCurl {
 };
 thread_local ThreadCurl t_curl;
 
+// A request's body: bytes in memory, or a source read into curl's own buffer as it sends.
 struct Upload {
     std::span<const uint8_t> body;
-    size_t pos = 0;
+    const S3Client::Source* source = nullptr;
+    uint64_t size = 0;  // of the source's body
+    uint64_t pos = 0;
+    Status source_status;  // why the source stopped the upload
 };
 
 size_t read_cb(char* buf, size_t size, size_t n, void* arg) {
     auto* u = static_cast<Upload*>(arg);
-    const size_t len = std::min(size * n, u->body.size() - u->pos);
-    std::memcpy(buf, u->body.data() + u->pos, len);
-    u->pos += len;
-    return len;
+    if (!u->source) {
+        const size_t len = std::min<size_t>(size * n, u->body.size() - u->pos);
+        std::memcpy(buf, u->body.data() + u->pos, len);
+        u->pos += len;
+        return len;
+    }
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(size * n, u->size - u->pos));
+    if (want == 0) return 0;
+    auto got = (*u->source)(u->pos, std::span<uint8_t>(reinterpret_cast<uint8_t*>(buf), want));
+    if (got.ok() && *got == 0) got = Status(Code::io, "the file ended before its size (it shrank while staging)");
+    if (!got.ok()) {
+        u->source_status = got.status();
+        return CURL_READFUNC_ABORT;
+    }
+    u->pos += *got;
+    return *got;
 }
 
+// A response's body: a successful GET's goes to the call's sink when it has one; any other
+// (an error's XML, a listing) is kept whole for its reader.
+struct Download {
+    CURL* h;
+    const S3Client::Sink* sink;
+    std::string* body;
+    uint64_t pos = 0;
+    int to_sink = -1;  // not known before the first piece (the status line is in by then)
+    Status sink_status;  // why the sink stopped the download
+};
+
 size_t write_cb(char* data, size_t size, size_t n, void* arg) {
-    static_cast<std::string*>(arg)->append(data, size * n);
-    return size * n;
+    auto* d = static_cast<Download*>(arg);
+    const size_t len = size * n;
+    if (d->sink && d->to_sink < 0) {
+        long code = 0;
+        curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &code);
+        d->to_sink = code >= 200 && code < 300;
+    }
+    if (d->to_sink != 1) {
+        d->body->append(data, len);
+        return len;
+    }
+    d->sink_status = (*d->sink)(d->pos, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), len));
+    if (!d->sink_status.ok()) return 0;  // curl ends the transfer: CURLE_WRITE_ERROR
+    d->pos += len;
+    return len;
 }
 
 size_t header_cb(char* data, size_t size, size_t n, void* arg) {
@@ -97,6 +138,7 @@ Code code_for_curl(CURLcode rc) {
 
 } // namespace
 
+namespace {
 std::string md5_raw(std::span<const uint8_t> data) {
     uint8_t md[EVP_MAX_MD_SIZE];
     unsigned len = 0;
@@ -104,16 +146,37 @@ std::string md5_raw(std::span<const uint8_t> data) {
     return std::string(reinterpret_cast<char*>(md), len);
 }
 
-std::string md5_hex(std::span<const uint8_t> data) {
-    const std::string raw = md5_raw(data);
+std::string hex_of(const std::string& raw) {
     return hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
 }
 
-std::string md5_base64(std::span<const uint8_t> data) {
-    const std::string raw = md5_raw(data);
+std::string base64_of(const std::string& raw) {
     unsigned char out[64];
     const int n = EVP_EncodeBlock(out, reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
     return std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+}
+} // namespace
+
+std::string md5_hex(std::span<const uint8_t> data) { return hex_of(md5_raw(data)); }
+
+std::string md5_base64(std::span<const uint8_t> data) { return base64_of(md5_raw(data)); }
+
+// A one-PUT object's ETag, and a part's, is the MD5 of its bytes on AWS, radosgw, MinIO and
+// s3rver: one that is an MD5 and differs means the server stored other bytes than the
+// digests declared (s3rver does not check Content-MD5 itself; a file can change between
+// its digest and its upload).
+Status check_etag(const std::string& etag, const std::string& md5) {
+    if (is_md5_etag(etag) && etag != hex_of(md5))
+        return Status(Code::io, "the server's ETag " + etag + " is not the MD5 of the bytes sent (" + hex_of(md5) +
+                                "; did the file change while staging?)");
+    return Status::OK();
+}
+
+bool is_md5_etag(const std::string& etag) {
+    if (etag.size() != 32) return false;
+    for (char c : etag)
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+    return true;
 }
 
 S3Client::S3Client(S3Config config, RetryPolicy retry) : config_(std::move(config)), retry_(retry) {
@@ -175,7 +238,12 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     hl = curl_slist_append(hl, "Expect:");  // no 100-continue round trip on loopback
 
     Response resp;
-    Upload up{call.body, 0};
+    std::string& body = resp.body;
+    Upload up;
+    up.body = call.body;
+    up.source = call.source;
+    up.size = call.source_size;
+    Download down{h, call.sink, &body, 0, -1, Status::OK()};
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // send the path exactly as it was signed
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
@@ -186,9 +254,9 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     // Large buffers: fewer callbacks and system calls per 16 MiB part on a busy 2-core node.
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
-    if (call.expect_bytes) resp.body.reserve(call.expect_bytes);
+    if (call.expect_bytes) body.reserve(call.expect_bytes);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp.body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &down);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &resp.headers);
     if (!config_.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_bundle.c_str());
@@ -198,7 +266,8 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(h, CURLOPT_READFUNCTION, read_cb);
         curl_easy_setopt(h, CURLOPT_READDATA, &up);
-        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(call.body.size()));
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                         static_cast<curl_off_t>(call.source ? call.source_size : call.body.size()));
     } else if (call.method == "POST") {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(call.body.data()));
@@ -209,6 +278,8 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     const CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(hl);
     const std::string what = call.method + " " + url;
+    if (rc != CURLE_OK && !down.sink_status.ok()) return down.sink_status;  // not retried
+    if (rc != CURLE_OK && !up.source_status.ok()) return up.source_status;
     if (rc != CURLE_OK) {
         *retry = true;  // refused, reset, timed out, cut short: the server may come back
         return Status(code_for_curl(rc), std::string(curl_easy_strerror(rc)) + " (" + what + ")");
@@ -216,14 +287,14 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     if (resp.status >= 200 && resp.status < 300) {
         // CompleteMultipartUpload may fail with 200 and an <Error> body.
-        if (call.method == "POST" && resp.body.find("<Error>") != std::string::npos) {
-            const std::string code = xml_first(resp.body, "Code");
+        if (call.method == "POST" && body.find("<Error>") != std::string::npos) {
+            const std::string code = xml_first(body, "Code");
             *retry = retryable_code(code);
-            return Status(Code::io, "200 " + code + ": " + xml_first(resp.body, "Message"));
+            return Status(Code::io, "200 " + code + ": " + xml_first(body, "Message"));
         }
         return resp;
     }
-    std::string code = xml_first(resp.body, "Code"), message = xml_first(resp.body, "Message");
+    std::string code = xml_first(body, "Code"), message = xml_first(body, "Message");
     if (code.empty()) code = resp.status == 404 ? "NotFound" : "HTTP" + std::to_string(resp.status);
     *retry = (resp.status >= 500 || resp.status == 429 || retryable_code(code)) && code != "NotImplemented";
     return Status(code_for_http(resp.status),
@@ -279,6 +350,25 @@ Result<std::string> S3Client::get(const std::string& bucket, const std::string& 
     return std::move(r->body);
 }
 
+Status S3Client::get_stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t length,
+                            const std::string& if_match, const Sink& sink) {
+    Call c("GET", bucket, key);
+    uint64_t got = 0;  // of the last try (a retry starts at 0 again)
+    const Sink count = [&](uint64_t pos, std::span<const uint8_t> piece) {
+        got = pos + piece.size();
+        return sink(pos, piece);
+    };
+    c.sink = &count;
+    if (length > 0) c.headers.emplace_back("range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
+    if (!if_match.empty()) c.headers.emplace_back("if-match", "\"" + if_match + "\"");
+    auto r = perform(c);
+    if (!r.ok()) return r.status();
+    if (length > 0 && got != length)
+        return Status(Code::io, "short read: " + std::to_string(got) + " of " + std::to_string(length) +
+                                " bytes at offset " + std::to_string(offset));
+    return Status::OK();
+}
+
 namespace {
 void add_meta(std::vector<std::pair<std::string, std::string>>& h, const std::map<std::string, std::string>& meta) {
     for (const auto& [k, v] : meta) h.emplace_back("x-amz-meta-" + k, v);
@@ -288,11 +378,31 @@ void add_meta(std::vector<std::pair<std::string, std::string>>& h, const std::ma
 Result<std::string> S3Client::put(const std::string& bucket, const std::string& key, std::span<const uint8_t> body,
                                   const std::map<std::string, std::string>& meta) {
     Call c("PUT", bucket, key, body);
-    c.headers.emplace_back("content-md5", md5_base64(body));
+    return put_call(c, md5_raw(body), meta);
+}
+
+Result<std::string> S3Client::put(const std::string& bucket, const std::string& key, uint64_t size,
+                                  const BodyDigest& digest, const Source& source,
+                                  const std::map<std::string, std::string>& meta) {
+    Call c("PUT", bucket, key);
+    c.payload_hash = digest.sha256_hex;
+    c.source = &source;
+    c.source_size = size;
+    return put_call(c, digest.md5, meta);
+}
+
+Result<std::string> S3Client::put_call(Call& c, const std::string& md5, const std::map<std::string, std::string>& meta) {
+    c.headers.emplace_back("content-md5", base64_of(md5));
     add_meta(c.headers, meta);
     auto r = perform(c);
     if (!r.ok()) return r.status();
-    return unquote(r->headers["etag"]);
+    std::string etag = unquote(r->headers["etag"]);
+    Status s = check_etag(etag, md5);
+    if (!s.ok()) {  // the object holds other bytes: it must not carry the name
+        Status rm = remove(c.bucket, c.key);
+        return rm.ok() ? s : s.with_context("removing the object failed too (" + rm.message() + ")");
+    }
+    return etag;
 }
 
 Result<std::string> S3Client::multipart_create(const std::string& bucket, const std::string& key,
@@ -317,6 +427,49 @@ Result<std::string> S3Client::multipart_upload_part(const std::string& bucket, c
     if (!r.ok()) return r.status();
     return unquote(r->headers["etag"]);
 }
+
+Result<std::string> S3Client::multipart_upload_part(const std::string& bucket, const std::string& key,
+                                                    const std::string& upload_id, int part, uint64_t size,
+                                                    const BodyDigest& digest, const Source& source) {
+    Call c("PUT", bucket, key);
+    c.query = {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}};
+    c.headers.emplace_back("content-md5", base64_of(digest.md5));
+    c.payload_hash = digest.sha256_hex;
+    c.source = &source;
+    c.source_size = size;
+    auto r = perform(c);
+    if (!r.ok()) return r.status();
+    std::string etag = unquote(r->headers["etag"]);
+    Status s = check_etag(etag, digest.md5);  // a source whose bytes changed since the digest
+    if (!s.ok()) return s;
+    return etag;
+}
+
+BodyDigests::BodyDigests() : md5_(EVP_MD_CTX_new()), sha_(EVP_MD_CTX_new()) {
+    EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(md5_), EVP_md5(), nullptr);
+    EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(sha_), EVP_sha256(), nullptr);
+}
+
+BodyDigests::~BodyDigests() {
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(md5_));
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(sha_));
+}
+
+void BodyDigests::update(std::span<const uint8_t> piece) {
+    EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(md5_), piece.data(), piece.size());
+    EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(sha_), piece.data(), piece.size());
+}
+
+namespace {
+std::string digest_end(void* ctx) {
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx), md, &len);
+    return std::string(reinterpret_cast<char*>(md), len);
+}
+} // namespace
+
+BodyDigest BodyDigests::end() { return {digest_end(md5_), hex_of(digest_end(sha_))}; }
 
 Result<std::string> S3Client::multipart_complete(const std::string& bucket, const std::string& key,
                                                  const std::string& upload_id, const std::vector<std::string>& etags) {
