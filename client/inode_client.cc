@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "client/local_reads.h"
+
 namespace jobfs::client {
 
 namespace rpc = transport::rpc;
@@ -47,7 +49,9 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     // Like libjobfs's Client: a daemon restarted after a failure is connected to afresh.
     transport::Worker* worker = c->worker_.get();
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
-                                      [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); });
+                                      [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); },
+                                      options.local_reads ? std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size()))
+                                                          : nullptr);
     c->write_behind_bytes_ = options.write_behind_bytes;
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(options.writer_threads);
     return c;

@@ -59,6 +59,10 @@ struct InodeClientOptions {
     // Threads sending them, shared by all open files: a mount serves many writers at once (8
     // wrote 1 and 4 sequential streams 1.3x and 1.15x as fast as 4 in bench/run fuse).
     int writer_threads = 8;
+    // Chunks of this node's daemons read straight from their files, and large writes handed
+    // over through a shared-memory arena, as libjobfs does (ClientOptions::local_reads,
+    // local_reads.h). Off: every byte over the transport.
+    bool local_reads = true;
 };
 
 // What this process knows of one open regular file (see the top of this file).

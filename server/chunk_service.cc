@@ -114,6 +114,7 @@ Status ChunkService::read_gate(ChunkId id, std::span<const uint32_t> chain, uint
     uint64_t pending = 0;
     if (!clean_here(id, chain, &pending))
         return Status(Code::again, "a write of the chunk is in flight here: ask over the transport");
+    local_reads_.fetch_add(1, std::memory_order_relaxed);
     return Status::OK();
 }
 
@@ -292,6 +293,7 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             auto range = arenas->range(r->arena, r->arena_offset, r->length);
             if (!range.ok()) return call.reply(range.status());
             r->arena = r->arena_offset = 0; // what the chain's next member gets carries the bytes
+            self->arena_write_bytes_.fetch_add(r->length, std::memory_order_relaxed);
             return self->store_and_forward(call, r, pos, range->second, range->first);
         }
         auto buf = self->buffers_.get(r->length);
@@ -399,7 +401,10 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             rpc::reply<proto::DiskSpace>(call, proto::SpaceResponse{s->total_bytes, s->free_bytes, s->chunk_files});
         });
     });
-    serve_daemon_stats(worker);
+    serve_daemon_stats(worker, [self](proto::DaemonStatsResponse& s) {
+        s.local_reads = self->local_reads_.load(std::memory_order_relaxed);
+        s.arena_write_bytes = self->arena_write_bytes_.load(std::memory_order_relaxed);
+    });
 }
 
 } // namespace jobfs::server

@@ -50,8 +50,9 @@ public:
     // Whether a read of chunk `id` by a reader whose chain of it is `chain` (from chain table
     // `table_version`) may be served from the local copy now, as CRAQ has it: the reader's
     // table is not older than ours, this daemon is in the chain, and it is the tail or holds
-    // no write of the chunk in flight. Code::again otherwise. For readers that read the chunk
-    // file themselves (server/local_read_server.h); any thread.
+    // no write of the chunk in flight (an unreplicated chunk, `chain` empty, always may).
+    // Code::again otherwise. For readers that read the chunk file themselves
+    // (server/local_read_server.h), counted for DaemonStats; any thread.
     Status read_gate(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version);
 
     // Lets writes name the arenas clients of this node mapped here (ChunkWriteRequest::arena).
@@ -128,6 +129,9 @@ private:
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
     std::atomic<const WriteArenas*> arenas_{nullptr};
+    // For DaemonStats: local reads let through read_gate, bytes written from write arenas.
+    std::atomic<uint64_t> local_reads_{0};
+    std::atomic<uint64_t> arena_write_bytes_{0};
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
 };
 

@@ -52,11 +52,12 @@ Result<proto::DaemonStatsResponse> daemon_stats() {
     return out;
 }
 
-void serve_daemon_stats(transport::Worker& worker) {
+void serve_daemon_stats(transport::Worker& worker, std::function<void(proto::DaemonStatsResponse&)> add) {
     (void)started();
-    transport::rpc::serve<proto::DaemonStats>(worker, [](transport::ServerCall call, proto::Empty&&) {
+    transport::rpc::serve<proto::DaemonStats>(worker, [add = std::move(add)](transport::ServerCall call, proto::Empty&&) {
         auto s = daemon_stats();
         if (!s.ok()) return call.reply(s.status());
+        if (add) add(*s);
         transport::rpc::reply<proto::DaemonStats>(call, *s);
     });
 }

@@ -2,6 +2,8 @@
 // used so far, threads, uptime), for `jobfs status` and for checking that it idles at rest.
 #pragma once
 
+#include <functional>
+
 #include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
@@ -14,7 +16,7 @@ namespace jobfs::server {
 Result<proto::DaemonStatsResponse> daemon_stats();
 
 // Registers the DaemonStats handler on `worker`. It answers on the progress thread: reading
-// one /proc file and getrusage do not block.
-void serve_daemon_stats(transport::Worker& worker);
+// one /proc file and getrusage do not block. `add` fills in the service's own counters.
+void serve_daemon_stats(transport::Worker& worker, std::function<void(proto::DaemonStatsResponse&)> add);
 
 } // namespace jobfs::server

@@ -81,14 +81,14 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
             r.header.error = EINVAL;
             return r;
         }
-        if (req.chain_length > 1) {
-            // CRAQ: only what a read over the transport would serve here.
-            const Status s = gate_ ? gate_(id, std::span<const uint32_t>(req.chain, req.chain_length), req.table_version)
-                                   : Status(Code::again, "replicated chunks are read over the transport");
-            if (!s.ok()) {
-                r.header.error = EAGAIN;
-                return r;
-            }
+        // CRAQ: only what a read over the transport would serve here. The gate is asked for
+        // unreplicated chunks too (it lets them through): it counts the reads it allows.
+        const Status s = gate_ ? gate_(id, std::span<const uint32_t>(req.chain, req.chain_length), req.table_version)
+                         : req.chain_length > 1 ? Status(Code::again, "replicated chunks are read over the transport")
+                                                : Status::OK();
+        if (!s.ok()) {
+            r.header.error = EAGAIN;
+            return r;
         }
         auto v = store_.describe(id, req.offset, req.length);
         if (!v.ok()) {

@@ -25,8 +25,9 @@ namespace jobfs::server {
 
 class LocalReadServer {
 public:
-    // Whether a replicated chunk may be read here now by a reader whose chain of it is `chain`,
-    // from chain table `table_version` (ChunkService::read_gate). Called on the server's thread.
+    // Whether a chunk may be read here now by a reader whose chain of it is `chain` (empty:
+    // unreplicated), from chain table `table_version` (ChunkService::read_gate). Called on the
+    // server's thread for every read described.
     using ReadGate = std::function<Status(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version)>;
 
     // Listens on local_read_socket_name(secret, rank). `store` must outlive the server. Without

@@ -88,6 +88,20 @@ head -c 67108864 /dev/urandom > "$tmp/big"
 check "dd of 64 MiB in, cmp equal" sh -c "dd if='$tmp/big' of=big bs=1M status=none && cmp big '$tmp/big'"
 check "stat shows 64 MiB" sh -c "[ \$(stat -c %s big) -eq 67108864 ]"
 check "dd out with 4 KiB blocks, cmp equal" sh -c "dd if=big of='$tmp/big.out' bs=4k status=none && cmp '$tmp/big' '$tmp/big.out'"
+# The mount reads the chunks of this host's daemons from their chunk files and hands them
+# its large writes through a shared-memory write arena, as libjobfs does (local_reads.h): the
+# daemons count both (jobfs status: local reads, MiB of arena writes).
+io_counters() { # prints "local-reads arena-MiB" summed over the daemons
+  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { r += $(NF - 2); w += $(NF - 1) } END { print r, w }'
+}
+set -- $(io_counters)
+reads0=${1:-0} arena0=${2:-0}
+check "dd of 64 MiB in again, dropped from the page cache, read back equal" sh -c \
+  "dd if='$tmp/big' of=local-io bs=1M status=none && sync && echo 3 > /proc/sys/vm/drop_caches && cmp local-io '$tmp/big'"
+set -- $(io_counters)
+check "the mount wrote through the daemons' write arenas (${arena0} -> ${2:-?} MiB)" \
+  awk -v a="$arena0" -v b="${2:-0}" 'BEGIN { exit !(b - a >= 32) }'
+check "the mount read chunks from the daemons' files (${reads0} -> ${1:-?} local reads)" test "${1:-0}" -gt "$reads0"
 check "ls of 1,000 files" sh -c "mkdir many && cd many && seq 1 1000 | xargs touch && [ \$(ls | wc -l) -eq 1000 ] && [ \$(ls -l | grep -c '^-rw') -eq 1000 ] && [ \$(find . -type f | wc -l) -eq 1000 ]"
 check "rm of 1,000 files" sh -c "rm -r many && [ ! -e many ]"
 check "mv a file across directories" sh -c "mkdir x y && echo moved > x/f && mv x/f y/g && [ ! -e x/f ] && [ \"\$(cat y/g)\" = moved ]"
