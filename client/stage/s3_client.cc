@@ -159,8 +159,6 @@ std::string base64_of(const std::string& raw) {
 
 std::string md5_hex(std::span<const uint8_t> data) { return hex_of(md5_raw(data)); }
 
-std::string md5_base64(std::span<const uint8_t> data) { return base64_of(md5_raw(data)); }
-
 // A one-PUT object's ETag, and a part's, is the MD5 of its bytes on AWS, radosgw, MinIO and
 // s3rver: one that is an MD5 and differs means the server stored other bytes than the
 // digests declared (s3rver does not check Content-MD5 itself; a file can change between
@@ -415,17 +413,6 @@ Result<std::string> S3Client::multipart_create(const std::string& bucket, const 
     std::string id = xml_first(r->body, "UploadId");
     if (id.empty()) return Status(Code::protocol, "CreateMultipartUpload answered without an UploadId");
     return id;
-}
-
-Result<std::string> S3Client::multipart_upload_part(const std::string& bucket, const std::string& key,
-                                                    const std::string& upload_id, int part,
-                                                    std::span<const uint8_t> body) {
-    Call c("PUT", bucket, key, body);
-    c.query = {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}};
-    c.headers.emplace_back("content-md5", md5_base64(body));
-    auto r = perform(c);
-    if (!r.ok()) return r.status();
-    return unquote(r->headers["etag"]);
 }
 
 Result<std::string> S3Client::multipart_upload_part(const std::string& bucket, const std::string& key,

@@ -73,12 +73,10 @@ public:
                             const std::map<std::string, std::string>& meta = {});
     Result<std::string> multipart_create(const std::string& bucket, const std::string& key,
                                          const std::map<std::string, std::string>& meta = {});
-    Result<std::string> multipart_upload_part(const std::string& bucket, const std::string& key,
-                                              const std::string& upload_id, int part, std::span<const uint8_t> body);
-    // The same part, `size` bytes that `source` reads while they are sent (and again on a
-    // retry): source(pos, out) fills out with the bytes at pos, or fails. The digest is of
-    // those bytes, taken before (BodyDigests); a source that then gives other bytes fails
-    // the part on the server (400 BadDigest), never stores them.
+    // Part `part` (from 1): `size` bytes that `source` reads while they are sent (and again on
+    // a retry): source(pos, out) fills out with the bytes at pos, or fails. The digest is of
+    // those bytes, taken before (BodyDigests); a source that then gives other bytes fails the
+    // part, on the server (400 BadDigest) or at the ETag check (check_etag); returns the ETag.
     using Source = std::function<Result<size_t>(uint64_t pos, std::span<uint8_t> out)>;
     Result<std::string> multipart_upload_part(const std::string& bucket, const std::string& key,
                                               const std::string& upload_id, int part, uint64_t size,
@@ -127,7 +125,6 @@ private:
     RetryPolicy retry_;
 };
 
-std::string md5_base64(std::span<const uint8_t> data);
 
 // The MD5 (for Content-MD5) and SHA-256 (the signed payload hash) of a body fed in pieces.
 class BodyDigests {

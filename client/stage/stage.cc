@@ -85,11 +85,12 @@ private:
     std::vector<std::thread> threads_;
 };
 
-// Stage-in: the file-system side of each unit (create, write, settle) runs in a pool of its
-// own, so the S3 side keeps --parallel GETs in flight while the bodies already received are
-// written into jobfs: a GET waits for the daemons' RPCs of its own write no more. The bodies
-// queued hold at most `limit` bytes (one always passes): a GET thread that would pass it
-// waits, so memory stays within about twice parallel x part size.
+// Stage-in of small objects (one GET each): the file-system side (create, write, settle) runs
+// in a pool of its own, so the S3 side keeps --parallel GETs in flight while the bodies already
+// received are written into jobfs: a GET waits for the daemons' RPCs of its own write no more.
+// The bodies queued hold at most `limit` bytes (one always passes): a GET thread that would
+// pass it waits, so memory stays within about twice parallel x part size. (A large object's
+// parts stream into the file from the GET's own thread: get_part.)
 class Writer {
 public:
     Writer(int threads, uint64_t limit) : limit_(limit), pool_(threads) {}
@@ -340,7 +341,8 @@ std::map<std::string, std::string> source_meta(const Item& it) {
 
 // The PUT of [off, off + len) of a file, through small buffers in two passes: the digests
 // first (the request's headers carry them), then the body, read into curl's own buffer as it
-// is sent. A file changed in between fails the PUT on the server (400 BadDigest).
+// is sent. A file changed in between fails the PUT: on the server (400 BadDigest) or, where
+// the server does not check Content-MD5 (s3rver), at the ETag check (check_etag).
 template <class Put>
 Result<std::string> put_streamed(Run& r, ReadHandle& in, const Item& it, uint64_t off, uint64_t len, Put put) {
     thread_local std::vector<uint8_t> buf(kBlock);
@@ -374,7 +376,7 @@ void put_small(Run& r, Item& it) {
         e = put_streamed(r, **h, it, 0, it.size, [&](const BodyDigest& d, const S3Client::Source& src) {
             return r.s3.put(r.bucket, it.key, it.size, d, src, source_meta(it));
         });
-    } else {  // one read: on jobfs, each read of a streamed PUT is a daemon RPC
+    } else {  // small: read once into memory (streamed, the file would be read twice)
         std::string data(it.size, '\0');
         auto n = (*h)->pread(0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(data.data()), data.size()));
         if (!n.ok()) return r.fail(it, n.status().with_context("read " + r.fs->display(it.path)));
@@ -692,7 +694,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
                 m->etags.resize(static_cast<size_t>(m->parts));
             }
             for (int p = 0; p < m->parts; ++p)
-                pool.add([&r, &writer, m, p] { r.o.in ? get_part(r, m, p) : put_part(r, m, p); });
+                pool.add([&r, m, p] { r.o.in ? get_part(r, m, p) : put_part(r, m, p); });
         }
         pool.wait();
         writer.wait();
