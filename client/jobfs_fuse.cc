@@ -92,6 +92,7 @@ struct Config {
     unsigned readahead_kb = 4096;   // the mount's kernel readahead; 0: the kernel's default
     int writeback_cache = 0;        // -o writeback_cache: the kernel buffers writes (see jf_init)
     unsigned write_behind_mib = 8;  // per open file: writes on their way after write(2) returned
+    int no_local_io = 0;            // -o no_local_io: no local reads, no write arena (all over the transport)
     int nice = kNiceUnset;          // -o nice=N: the threads' nice value (kDefaultNice unless given)
 };
 
@@ -107,6 +108,7 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("negative_timeout=%lf", negative_timeout, 0),
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
     JOBFS_OPT("write_behind_mib=%u", write_behind_mib, 0),
+    JOBFS_OPT("no_local_io", no_local_io, 1),
     JOBFS_OPT("nice=%d", nice, 0),
     JOBFS_OPT("writeback_cache", writeback_cache, 1),
     JOBFS_OPT("no_writeback_cache", writeback_cache, 0),
@@ -676,6 +678,8 @@ void usage(FILE* out) {
                  "    write_behind_mib=MIB      per open file, writes still on their way after write(2)\n"
                  "                              returned (8; 0: each write waits for the daemons)\n"
                  "    writeback_cache           let the kernel buffer writes (off; see the man page)\n"
+                 "    no_local_io               every byte over the transport: no reads from this node's\n"
+                 "                              chunk files, no write arena (both on by default)\n"
                  "    nice=N                    the server's nice value, -20 to 19 (-10, as jobfsd's)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
@@ -760,6 +764,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     }
     jobfs::client::InodeClientOptions client_options;
     client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
+    client_options.local_reads = !cfg.no_local_io;
     auto client = InodeClient::connect(*info, client_options);
     if (!client.ok()) {
         tell_parent(ready_fd, 1);

@@ -273,6 +273,18 @@ if [ -x "$MOUNT_HELPER" ]; then
     ! JOBFS_FUSE='$JOBFS_FUSE' '$MOUNT_HELPER' '$tmp/no-cluster' '$mnt3' 2>/dev/null"
 fi
 
+# -o no_local_io: every byte over the transport, so neither counter of jobfs status moves
+# (the other mounts are idle now).
+check "mount with -o no_local_io" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster',no_local_io '$mnt3'"
+set -- $(io_counters)
+reads0=${1:-0} arena0=${2:-0}
+check "-o no_local_io: 16 MiB in, dropped from the page cache, read back equal" sh -c \
+  "head -c 16M '$tmp/big' > '$mnt3/nolocal' && sync && echo 3 > /proc/sys/vm/drop_caches && head -c 16M '$tmp/big' | cmp - '$mnt3/nolocal'"
+set -- $(io_counters)
+check "-o no_local_io: no local reads, no arena writes (${reads0} ${arena0} -> ${1:-?} ${2:-?})" \
+  test "${1:-x} ${2:-x}" = "$reads0 $arena0"
+check "-o no_local_io: unmount" sh -c "rm '$mnt3/nolocal' && fusermount3 -u '$mnt3' && ! grep -q ' $mnt3 fuse.jobfs ' /proc/mounts"
+
 # A second file system on a 48 MiB disk, mounted through the helper: ENOSPC reaches the
 # writer, what was written before stays; then its daemons are killed: calls fail promptly.
 full=$tmp/full
