@@ -236,12 +236,11 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     hl = curl_slist_append(hl, "Expect:");  // no 100-continue round trip on loopback
 
     Response resp;
-    std::string& body = resp.body;
     Upload up;
     up.body = call.body;
     up.source = call.source;
     up.size = call.source_size;
-    Download down{h, call.sink, &body, 0, -1, Status::OK()};
+    Download down{h, call.sink, &resp.body, 0, -1, Status::OK()};
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // send the path exactly as it was signed
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
@@ -252,7 +251,7 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     // Large buffers: fewer callbacks and system calls per 16 MiB part on a busy 2-core node.
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
-    if (call.expect_bytes) body.reserve(call.expect_bytes);
+    if (call.expect_bytes) resp.body.reserve(call.expect_bytes);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &down);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
@@ -285,14 +284,14 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     if (resp.status >= 200 && resp.status < 300) {
         // CompleteMultipartUpload may fail with 200 and an <Error> body.
-        if (call.method == "POST" && body.find("<Error>") != std::string::npos) {
-            const std::string code = xml_first(body, "Code");
+        if (call.method == "POST" && resp.body.find("<Error>") != std::string::npos) {
+            const std::string code = xml_first(resp.body, "Code");
             *retry = retryable_code(code);
-            return Status(Code::io, "200 " + code + ": " + xml_first(body, "Message"));
+            return Status(Code::io, "200 " + code + ": " + xml_first(resp.body, "Message"));
         }
         return resp;
     }
-    std::string code = xml_first(body, "Code"), message = xml_first(body, "Message");
+    std::string code = xml_first(resp.body, "Code"), message = xml_first(resp.body, "Message");
     if (code.empty()) code = resp.status == 404 ? "NotFound" : "HTTP" + std::to_string(resp.status);
     *retry = (resp.status >= 500 || resp.status == 429 || retryable_code(code)) && code != "NotImplemented";
     return Status(code_for_http(resp.status),

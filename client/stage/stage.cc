@@ -368,21 +368,22 @@ Result<std::string> put_streamed(Run& r, ReadHandle& in, const Item& it, uint64_
     return put(digests.end(), source);
 }
 
+// A file of at most kBlock bytes: read once into memory (streamed, it would be read twice).
+Result<std::string> put_whole(Run& r, ReadHandle& in, const Item& it) {
+    std::string data(it.size, '\0');
+    auto n = in.pread(0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(data.data()), data.size()));
+    if (!n.ok()) return n.status().with_context("read " + r.fs->display(it.path));
+    if (*n != it.size) return Status(Code::io, "file shrank while staging");
+    return r.s3.put(r.bucket, it.key, bytes_of(data), source_meta(it));  // checks the ETag
+}
+
 void put_small(Run& r, Item& it) {
     auto h = r.fs->open(it.path);
     if (!h.ok()) return r.fail(it, h.status());
-    Result<std::string> e = Status(Code::internal, "not sent");
-    if (it.size > kBlock) {  // streamed: see kBlock
-        e = put_streamed(r, **h, it, 0, it.size, [&](const BodyDigest& d, const S3Client::Source& src) {
-            return r.s3.put(r.bucket, it.key, it.size, d, src, source_meta(it));
-        });
-    } else {  // small: read once into memory (streamed, the file would be read twice)
-        std::string data(it.size, '\0');
-        auto n = (*h)->pread(0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(data.data()), data.size()));
-        if (!n.ok()) return r.fail(it, n.status().with_context("read " + r.fs->display(it.path)));
-        if (*n != it.size) return r.fail(it, Status(Code::io, "file shrank while staging"));
-        e = r.s3.put(r.bucket, it.key, bytes_of(data), source_meta(it));  // checks the ETag
-    }
+    auto e = it.size <= kBlock ? put_whole(r, **h, it)
+                               : put_streamed(r, **h, it, 0, it.size, [&](const BodyDigest& d, const S3Client::Source& src) {
+                                     return r.s3.put(r.bucket, it.key, it.size, d, src, source_meta(it));
+                                 });
     if (!e.ok()) return r.fail(it, e.status());
     it.etag = *e;
     r.counters.bytes_done += it.size;
