@@ -265,11 +265,77 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
     JOBFS_RETURN_IF_ERROR(check(layout));
     if (data.size() > std::numeric_limits<uint64_t>::max() - offset)
         return Status(Code::too_large, "write past the largest file offset");
-    const std::vector<ChunkPiece> pieces = split_range(offset, data.size(), layout.chunk_size);
+    const std::vector<ChunkPiece> split = split_range(offset, data.size(), layout.chunk_size);
+    std::vector<HeldWrite::Piece> pieces(split.size());
     // The writer's checksums, computed once: every replica checks them before storing.
-    std::vector<std::vector<uint32_t>> crcs(pieces.size());
-    for (size_t i = 0; i < pieces.size(); ++i)
-        crcs[i] = transport::block_crcs(pieces[i].offset_in_chunk, data.subspan(pieces[i].offset_in_buffer, pieces[i].length));
+    std::vector<std::vector<uint32_t>> crcs(split.size());
+    for (size_t i = 0; i < split.size(); ++i) {
+        pieces[i].where = split[i];
+        pieces[i].bytes = data.subspan(split[i].offset_in_buffer, split[i].length);
+        crcs[i] = transport::block_crcs(split[i].offset_in_chunk, pieces[i].bytes);
+    }
+    return write_pieces(ino, layout, pieces, crcs);
+}
+
+FileIO::HeldWrite::~HeldWrite() {
+    for (const Piece& p : pieces_) {
+        if (!p.region) continue;
+        if (p.unanswered) local_->arena()->retire(*p.region); // the daemon may still read it
+        else local_->arena()->release(*p.region);
+    }
+}
+
+Result<std::unique_ptr<FileIO::HeldWrite>> FileIO::hold(uint64_t ino, const Layout& layout, uint64_t offset,
+                                                        std::span<const uint8_t> data) const {
+    JOBFS_RETURN_IF_ERROR(check(layout));
+    if (data.size() > std::numeric_limits<uint64_t>::max() - offset)
+        return Status(Code::too_large, "write past the largest file offset");
+    std::unique_ptr<HeldWrite> h(new HeldWrite);
+    h->ino_ = ino;
+    h->offset_ = offset;
+    h->size_ = data.size();
+    h->layout_ = layout;
+    h->local_ = local_;
+    const std::vector<ChunkPiece> split = split_range(offset, data.size(), layout.chunk_size);
+    h->pieces_.resize(split.size());
+    h->crcs_.resize(split.size());
+    WriteArena* arena = local_ ? local_->arena() : nullptr;
+    const proto::ChainTable t = chain_length(layout, daemon_count()) > 1 ? current_table() : proto::ChainTable{};
+    size_t copied = 0; // bytes of the pieces not held in the arena
+    for (size_t i = 0; i < split.size(); ++i) {
+        HeldWrite::Piece& piece = h->pieces_[i];
+        piece.where = split[i];
+        const auto src = data.subspan(split[i].offset_in_buffer, split[i].length);
+        h->crcs_[i] = transport::block_crcs(split[i].offset_in_chunk, src);
+        if (arena && src.size() >= kMinArenaWrite) {
+            const Chain chain = write_chain(ino, split[i].chunk_index, layout, t);
+            if (chain.length > 0 && local_->arena_token(chain.head()) != 0) piece.region = arena->allocate(src.size());
+        }
+        if (piece.region) {
+            std::memcpy(piece.region->data, src.data(), src.size());
+            piece.bytes = {piece.region->data, src.size()};
+        } else {
+            copied += src.size();
+        }
+    }
+    // The rest in one buffer, reserved first so that the spans into it stay valid (and not
+    // zeroed first: on this kind of VM touching fresh pages costs more than the copy).
+    h->copy_.reserve(copied);
+    for (size_t i = 0; i < split.size(); ++i) {
+        HeldWrite::Piece& piece = h->pieces_[i];
+        if (piece.region) continue;
+        const auto src = data.subspan(split[i].offset_in_buffer, split[i].length);
+        const size_t at = h->copy_.size();
+        h->copy_.insert(h->copy_.end(), src.begin(), src.end());
+        piece.bytes = {h->copy_.data() + at, src.size()};
+    }
+    return h;
+}
+
+Status FileIO::pwrite(HeldWrite& held) const { return write_pieces(held.ino_, held.layout_, held.pieces_, held.crcs_); }
+
+Status FileIO::write_pieces(uint64_t ino, const Layout& layout, std::vector<HeldWrite::Piece>& pieces,
+                            const std::vector<std::vector<uint32_t>>& crcs) const {
     std::vector<Status> status(pieces.size(), Status(Code::internal, "not written"));
     // Pieces whose head runs on this node go through the write arena (write_arena.h) unless it
     // is full or the daemon lost track of it; arena_gone: it did, send the bytes instead.
@@ -286,7 +352,7 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
         FanOut fan(kMaxInFlight);
         for (size_t i = 0; i < pieces.size(); ++i) {
             if (status[i].ok()) continue;
-            const ChunkPiece& p = pieces[i];
+            const ChunkPiece& p = pieces[i].where;
             const Chain chain = write_chain(ino, p.chunk_index, layout, t);
             if (chain.length == 0) {
                 status[i] = Status(Code::io, "chunk write of inode " + std::to_string(ino) + " chunk " +
@@ -296,24 +362,33 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
             const uint32_t rank = chain.head();
             CallOptions o;
             o.timeout = timeout_;
-            const auto bytes = data.subspan(p.offset_in_buffer, p.length);
+            const auto bytes = pieces[i].bytes;
             proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(chain), crcs[i],
                                          0, t.version};
             if (!fan.acquire()) break;
+            // A held piece names its own region (kept until the write is done: a later round
+            // may need its bytes); any other takes a region for this call only.
+            HeldWrite::Piece* held = pieces[i].region ? &pieces[i] : nullptr;
             std::optional<WriteArena::Region> region;
             if (arena && !no_arena[i] && p.length >= kMinArenaWrite && (req.arena = local_->arena_token(rank)) != 0) {
-                region = arena->allocate(p.length);
-                if (region) std::memcpy(region->data, bytes.data(), bytes.size());
-                else req.arena = 0;
+                if (held) {
+                    region = held->region;
+                } else {
+                    region = arena->allocate(p.length);
+                    if (region) std::memcpy(region->data, bytes.data(), bytes.size());
+                }
+                if (!region) req.arena = 0;
             }
             if (region) req.arena_offset = region->offset;
             else o.bulk_out = bytes;
             const Endpoint ep = endpoint(rank);
-            rpc::call_async<proto::ChunkWrite>(ep, req, o, [this, finish = fan.completion(), slot = &status[i], gone = &arena_gone[i], arena, region, token = req.arena, ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {
+            rpc::call_async<proto::ChunkWrite>(ep, req, o, [this, finish = fan.completion(), slot = &status[i], gone = &arena_gone[i], arena, region, held, token = req.arena, ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {
                 if (region) {
                     const Code c = r.ok() ? Code::ok : r.status().code();
                     // No answer: the daemon may still read the region.
-                    if (c == Code::timeout || c == Code::peer_gone || c == Code::cancelled) arena->retire(*region);
+                    const bool unanswered = c == Code::timeout || c == Code::peer_gone || c == Code::cancelled;
+                    if (held) held->unanswered = held->unanswered || unanswered;
+                    else if (unanswered) arena->retire(*region);
                     else arena->release(*region);
                     if (c == Code::not_found) { // the daemon does not know the arena (any more)
                         local_->forget_arena(ref.rank, token);
@@ -349,7 +424,7 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
         std::set<uint32_t> broken;
         for (size_t i = 0; i < pieces.size(); ++i)
             if (!status[i].ok() && status[i].code() != Code::timeout && status[i].code() != Code::again)
-                broken.insert(write_chain(ino, pieces[i].chunk_index, layout, t).head());
+                broken.insert(write_chain(ino, pieces[i].where.chunk_index, layout, t).head());
         for (uint32_t rank : broken) heal(rank);
         // Wait for the daemons' manager to publish a table without the lost member.
         const uint64_t before = t.version;

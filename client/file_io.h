@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -56,6 +57,39 @@ public:
 
     // Writes `data` at `offset` of file `ino`.
     Status pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::span<const uint8_t> data) const;
+
+    // A write whose bytes FileIO holds (hold()), so that the caller's buffer is free at once
+    // (write_behind.h). Each piece whose chain head runs on this node is copied straight into
+    // the write arena, the rest into one buffer of its own: the bytes are copied once on their
+    // way to a local daemon, not once to keep them and again into the arena.
+    class HeldWrite {
+    public:
+        ~HeldWrite(); // gives the arena regions back (or retires those a call left unanswered)
+        HeldWrite(const HeldWrite&) = delete;
+        HeldWrite& operator=(const HeldWrite&) = delete;
+        uint64_t offset() const { return offset_; }
+        uint64_t size() const { return size_; }
+
+    private:
+        friend class FileIO;
+        HeldWrite() = default;
+        struct Piece {
+            ChunkPiece where;
+            std::span<const uint8_t> bytes;            // in `region` or in `copy_`
+            std::optional<WriteArena::Region> region;  // held in the arena
+            bool unanswered = false;                   // a call naming the region got no answer
+        };
+        uint64_t ino_ = 0, offset_ = 0, size_ = 0;
+        Layout layout_;
+        std::vector<Piece> pieces_;
+        std::vector<std::vector<uint32_t>> crcs_;
+        std::vector<uint8_t> copy_;
+        std::shared_ptr<LocalReads> local_; // owns the arena
+    };
+    // Copies `data` (see HeldWrite); pwrite(*held) then writes it as pwrite above would.
+    Result<std::unique_ptr<HeldWrite>> hold(uint64_t ino, const Layout& layout, uint64_t offset,
+                                            std::span<const uint8_t> data) const;
+    Status pwrite(HeldWrite& held) const;
 
     // Reads min(out.size(), file_size - offset) bytes at `offset` into `out` (0 at or past EOF).
     // Bytes inside file_size that no chunk holds (holes, absent chunks) read as zeros.
@@ -109,6 +143,9 @@ public:
 
 private:
     Status check(const Layout& layout) const;
+    // The rounds of a write (both pwrites): its pieces, with their bytes and checksums.
+    Status write_pieces(uint64_t ino, const Layout& layout, std::vector<HeldWrite::Piece>& pieces,
+                        const std::vector<std::vector<uint32_t>>& crcs) const;
     // Called while chunk calls are slow to come back: refreshes the table and aborts the
     // connections to daemons it has offline, so that calls waiting for a daemon cut off by a
     // partition or hung (no reply, yet a connection that looks alive) fail now and are retried

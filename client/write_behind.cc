@@ -31,16 +31,28 @@ Status WriteBehind::write(uint64_t offset, std::span<const uint8_t> data) {
         state_->bytes_in_flight += data.size();
         state_->ranges.emplace(offset, end);
     }
-    auto copy = std::make_shared<std::vector<uint8_t>>(data.begin(), data.end());
-    boost::asio::post(pool_, [io = &io_, ino = ino_, layout = layout_, offset, copy, state = state_] {
-        Status s = io->pwrite(ino, layout, offset, *copy);
-        std::lock_guard lock(state->mu);
-        if (!s.ok() && state->error.ok()) state->error = std::move(s);
-        state->bytes_in_flight -= copy->size();
-        state->ranges.erase(state->ranges.find({offset, offset + copy->size()}));
-        state->cv.notify_all();
+    // The copy (FileIO::hold) goes straight into the write arena where it can.
+    auto held = io_.hold(ino_, layout_, offset, data);
+    if (!held.ok()) {
+        done(*state_, offset, data.size(), held.status());
+        return held.status();
+    }
+    std::shared_ptr<FileIO::HeldWrite> copy = std::move(*held);
+    boost::asio::post(pool_, [io = &io_, copy, state = state_]() mutable {
+        Status s = io->pwrite(*copy);
+        const uint64_t offset = copy->offset(), size = copy->size();
+        copy.reset(); // its arena regions back before the writer waiting for room wakes
+        done(*state, offset, size, std::move(s));
     });
     return Status::OK();
+}
+
+void WriteBehind::done(State& state, uint64_t offset, uint64_t size, Status s) {
+    std::lock_guard lock(state.mu);
+    if (!s.ok() && state.error.ok()) state.error = std::move(s);
+    state.bytes_in_flight -= size;
+    state.ranges.erase(state.ranges.find({offset, offset + size}));
+    state.cv.notify_all();
 }
 
 Status WriteBehind::flush() {

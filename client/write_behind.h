@@ -18,7 +18,8 @@
 // Errors are sticky: after one write failed, every later write, flush and close of this file
 // returns that error.
 //
-// How: each write is copied and handed to a pool of writer threads (shared by the files of a
+// How: each write is copied (FileIO::hold: straight into the write arena for pieces bound for
+// this node's daemons) and handed to a pool of writer threads (shared by the files of a
 // client), which send it with FileIO's pwrite, so several pieces are on their way at once.
 // Stalls seen before jobfsd ran at nice -10: with more runnable threads than cores (four MPI
 // ranks busy-polling two cores) a chunk write went unanswered for 6-28 s, sometimes until its
@@ -72,6 +73,9 @@ private:
         std::multiset<std::pair<uint64_t, uint64_t>> ranges; // [offset, end) of writes in flight
         Status error;
     };
+    // A write started by write() has ended with s: its bytes are no longer in flight.
+    static void done(State& state, uint64_t offset, uint64_t size, Status s);
+
     const FileIO& io_;
     boost::asio::thread_pool& pool_;
     uint64_t ino_;

@@ -320,6 +320,58 @@ TEST_F(ClientTest, LargeWritesToThisNodesDaemonsGoThroughTheWriteArena) {
     EXPECT_TRUE(std::equal(again.begin(), again.end(), back->begin()));
 }
 
+// Write-behind copies a large write straight into the write arena (FileIO::hold) and the
+// writer threads name that region: every whole chunk piece goes through the arena, and the
+// bytes read back over the transport alone. After a restart the daemons no longer know the
+// arena: the held pieces they refuse are sent again with their bytes, read from the region.
+TEST_F(ClientTest, WriteBehindHoldsLargeWritesInTheArenaAndResendsThemFromThere) {
+    ClientOptions o;
+    o.write_behind_bytes = 8 << 20;
+    auto c = Client::connect(cluster->info(), o);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    ClientOptions remote;
+    remote.local_reads = false; // no local reads, no arena: everything over the transport
+    auto far = Client::connect(cluster->info(), remote);
+    ASSERT_TRUE(far.ok()) << far.status().to_string();
+    auto write_all = [&](const std::vector<uint8_t>& data) {
+        auto f = (*c)->open("/held", O_WRONLY | O_CREAT, 0644);
+        if (!f.ok()) return f.status();
+        for (uint64_t off = 0; off < data.size(); off += 1 << 20) {
+            const uint64_t n = std::min<uint64_t>(1 << 20, data.size() - off);
+            JOBFS_RETURN_IF_ERROR((*c)->pwrite(**f, off, {data.data() + off, n}));
+        }
+        return (*c)->close(**f);
+    };
+
+    const auto data = pattern((6 << 20) + 12345, 71);
+    uint64_t before = (*c)->io().local_writes();
+    Status s = write_all(data);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    // One per whole 1 MiB chunk; the last piece, 12345 bytes, goes with its write.
+    EXPECT_EQ((*c)->io().local_writes() - before, 6u);
+    auto back = read_file(**far, "/held");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(*back == data);
+
+    for (uint32_t r = 0; r < 3; ++r) {
+        cluster->kill(r);
+        ASSERT_TRUE(cluster->restart(r).ok());
+    }
+    const auto again = pattern((6 << 20) + 12345, 72);
+    s = write_all(again);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    back = read_file(**far, "/held");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(*back == again) << "a held piece refused by a restarted daemon was not sent again whole";
+    before = (*c)->io().local_writes();
+    s = write_all(data);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ((*c)->io().local_writes() - before, 6u) << "the arena is handed over again";
+    back = read_file(**far, "/held");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(*back == data);
+}
+
 // The chunk file of chunk `index` of file `ino`, whichever daemon of the cluster in `dir` holds it.
 std::string find_chunk_file(const std::string& dir, uint64_t ino, uint64_t index) {
     char name[48];
