@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -29,7 +30,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -409,13 +412,25 @@ int cmd_cp(int argc, char** argv) {
     if (in == out) return usage("cp copies between the local file system and jobfs: prefix exactly one path with jobfs:");
     auto c = connect();
     if (!c.ok()) return fail(c.status());
-    std::vector<uint8_t> buf(buf_mib << 20);
+    if (buf_mib == 0) return usage("--buffer-mib must be at least 1");
+    // The buffer: no larger than the file (at least 1 MiB; a pipe gets it all) and not zeroed
+    // first. A 64 MiB buffer zeroed for a 64 KiB file was two thirds of the command's time:
+    // 0.4 s of page faults and memset on this VM.
+    std::unique_ptr<uint8_t[]> buffer;
+    std::span<uint8_t> buf;
+    auto make_buffer = [&](uint64_t file_size, bool regular) {
+        uint64_t n = buf_mib << 20;
+        if (regular) n = std::min<uint64_t>(n, std::max<uint64_t>(file_size, 1 << 20));
+        buffer = std::make_unique_for_overwrite<uint8_t[]>(n);
+        buf = {buffer.get(), n};
+    };
     const auto t0 = Clock::now();
     if (in) {
         int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) return fail(Status::from_errno(errno, "open " + src));
         struct stat st {};
         fstat(fd, &st);
+        make_buffer(static_cast<uint64_t>(st.st_size), S_ISREG(st.st_mode));
         auto f = (*c)->open(dst.substr(6), O_WRONLY | O_CREAT | O_TRUNC, st.st_mode & 0777);
         if (!f.ok()) {
             ::close(fd);
@@ -447,6 +462,7 @@ int cmd_cp(int argc, char** argv) {
     int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return fail(Status::from_errno(errno, "create " + dst));
     const uint64_t size = (*f)->size();
+    make_buffer(size, true);
     for (uint64_t off = 0; off < size;) {
         auto n = (*c)->pread(**f, off, buf);
         if (!n.ok()) {
