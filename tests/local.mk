@@ -126,6 +126,7 @@ clean-local: clean-fuzz
 # same sources in build/ just before (the first six start a Slurm cluster, Ceph, ROMIO's own
 # suite or daemon kills; the last four ran in build-asan/ too). Run again they took a third of
 # CI's 45 minutes (CI of 2026-12-01: 2958 s with them all, 2734 s without the first six).
+# scripts/test-all also compiles the distcheck tree with -Og: it checks the tarball, not speed.
 DISTCHECK_SKIPPED_TESTS = tests/slurm_test.sh tests/slurm_partition_test.sh tests/stage_rgw_test.sh \
 	tests/romio_suite_test.sh tests/romio_hdf5_test.sh tests/romio_faults_test.sh \
 	tests/stage_test.sh tests/unit/replication_test tests/unit/client_test tests/unit/transport_test

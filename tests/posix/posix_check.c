@@ -33,11 +33,19 @@
 static int failures;
 static char why[512];
 
+/* Records the reason of a failing check, cut to fit `why` (a function, not snprintf in the
+ * macro: GCC's -Wformat-truncation, an error here, flags such cuts at some -O levels). */
+__attribute__((format(printf, 1, 2))) static void set_why(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+}
 /* Records the reason of a failing check; the case function then returns 1. */
 #define REQUIRE(cond, ...)                                                   \
     do {                                                                     \
         if (!(cond)) {                                                       \
-            snprintf(why, sizeof why, __VA_ARGS__);                          \
+            set_why(__VA_ARGS__);                                            \
             return 1;                                                        \
         }                                                                    \
     } while (0)
