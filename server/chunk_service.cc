@@ -13,7 +13,6 @@
 #include "block_crc.h"
 #include "daemon_protocol.h"
 #include "log.h"
-#include "server/daemon_stats.h"
 
 namespace jobfs::server {
 
@@ -114,7 +113,6 @@ Status ChunkService::read_gate(ChunkId id, std::span<const uint32_t> chain, uint
     uint64_t pending = 0;
     if (!clean_here(id, chain, &pending))
         return Status(Code::again, "a write of the chunk is in flight here: ask over the transport");
-    local_reads_.fetch_add(1, std::memory_order_relaxed);
     return Status::OK();
 }
 
@@ -400,10 +398,6 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
             if (!s.ok()) return call.reply(s.status());
             rpc::reply<proto::DiskSpace>(call, proto::SpaceResponse{s->total_bytes, s->free_bytes, s->chunk_files});
         });
-    });
-    serve_daemon_stats(worker, [self](proto::DaemonStatsResponse& s) {
-        s.local_reads = self->local_reads_.load(std::memory_order_relaxed);
-        s.arena_write_bytes = self->arena_write_bytes_.load(std::memory_order_relaxed);
     });
 }
 

@@ -52,12 +52,14 @@ public:
     // table is not older than ours, this daemon is in the chain, and it is the tail or holds
     // no write of the chunk in flight (an unreplicated chunk, `chain` empty, always may).
     // Code::again otherwise. For readers that read the chunk file themselves
-    // (server/local_read_server.h), counted for DaemonStats; any thread.
+    // (server/local_read_server.h); any thread.
     Status read_gate(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version);
 
     // Lets writes name the arenas clients of this node mapped here (ChunkWriteRequest::arena).
     // `arenas` must outlive the service's handlers.
     void accept_arenas(const WriteArenas* arenas) { arenas_ = arenas; }
+    // Bytes written from write arenas so far (DaemonStats).
+    uint64_t arena_write_bytes() const { return arena_write_bytes_.load(std::memory_order_relaxed); }
 
     // Reads a whole chunk from another replica and stores it here in place of the local copy
     // (repair after a checksum error; resync). Blocking: call on the pool only.
@@ -129,8 +131,6 @@ private:
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
     std::atomic<const WriteArenas*> arenas_{nullptr};
-    // For DaemonStats: local reads let through read_gate, bytes written from write arenas.
-    std::atomic<uint64_t> local_reads_{0};
     std::atomic<uint64_t> arena_write_bytes_{0};
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
 };

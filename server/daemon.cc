@@ -20,6 +20,7 @@
 #include "server/chunk_service.h"
 #include "server/local_read_server.h"
 #include "server/chunk_store.h"
+#include "server/daemon_stats.h"
 #include "server/meta_service.h"
 #include "server/membership.h"
 #include "server/meta_shard.h"
@@ -230,6 +231,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
             JOBFS_WARN("local reads are off: %s", lr.status().message().c_str());
         }
     }
+    // DaemonStats: the process's figures, the reads clients of this node made from chunk files
+    // (described by the local socket) and the bytes written from their arenas. The worker
+    // goes first at stop, so the handler never outlives what it reads.
+    serve_daemon_stats(*p.worker, [chunks = p.chunk_service.get(), local = p.local_reads.get()](proto::DaemonStatsResponse& s) {
+        s.local_reads = local ? local->reads() : 0;
+        s.arena_write_bytes = chunks->arena_write_bytes();
+    });
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();
     d->port_ = *port;

@@ -81,11 +81,11 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
             r.header.error = EINVAL;
             return r;
         }
-        // CRAQ: only what a read over the transport would serve here. The gate is asked for
-        // unreplicated chunks too (it lets them through): it counts the reads it allows.
-        const Status s = gate_ ? gate_(id, std::span<const uint32_t>(req.chain, req.chain_length), req.table_version)
-                         : req.chain_length > 1 ? Status(Code::again, "replicated chunks are read over the transport")
-                                                : Status::OK();
+        // CRAQ: only what a read over the transport would serve here (an unreplicated chunk
+        // always may be read).
+        const Status s = req.chain_length <= 1 ? Status::OK()
+                         : gate_ ? gate_(id, std::span<const uint32_t>(req.chain, req.chain_length), req.table_version)
+                                 : Status(Code::again, "replicated chunks are read over the transport");
         if (!s.ok()) {
             r.header.error = EAGAIN;
             return r;
@@ -100,6 +100,7 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         r.header.file_ino = v->file_ino;
         r.crcs = std::move(v->crcs);
         r.holes = std::move(v->holes);
+        reads_.fetch_add(1, std::memory_order_relaxed);
         if (v->length <= req.offset) return r; // nothing held there: zeros, no file needed
     } else if (req.op != static_cast<uint32_t>(transport::LocalOp::open)) {
         r.header.error = EINVAL;

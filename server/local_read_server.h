@@ -9,6 +9,7 @@
 // sendmsg(). A connection that sends a wrong hello or a malformed request is closed.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <span>
@@ -25,9 +26,9 @@ namespace jobfs::server {
 
 class LocalReadServer {
 public:
-    // Whether a chunk may be read here now by a reader whose chain of it is `chain` (empty:
-    // unreplicated), from chain table `table_version` (ChunkService::read_gate). Called on the
-    // server's thread for every read described.
+    // Whether a replicated chunk may be read here now by a reader whose chain of it is `chain`,
+    // from chain table `table_version` (ChunkService::read_gate). Called on the server's thread
+    // for every read of a replicated chunk described.
     using ReadGate = std::function<Status(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version)>;
 
     // Listens on local_read_socket_name(secret, rank). `store` must outlive the server. Without
@@ -40,6 +41,9 @@ public:
 
     LocalReadServer(const LocalReadServer&) = delete;
     LocalReadServer& operator=(const LocalReadServer&) = delete;
+
+    // Reads described to clients so far (they read those chunk ranges themselves): DaemonStats.
+    uint64_t reads() const { return reads_.load(std::memory_order_relaxed); }
 
 private:
     struct Conn {
@@ -59,6 +63,7 @@ private:
     WriteArenas* const arenas_;
     int listener_;
     int wake_; // eventfd: the destructor's stop signal
+    std::atomic<uint64_t> reads_{0};
     std::thread thread_;
 };
 
