@@ -121,7 +121,6 @@ uint64_t LocalReads::arena_token(uint32_t rank) {
             drop(d.sock, d.next_try, d.token, r.status());
             continue;
         }
-        if (r->fd >= 0) ::close(r->fd);
         if (r->header.error != 0 || r->header.token == 0) {
             JOBFS_INFO("local writes to daemon %u: %s", rank,
                        Status::from_errno(r->header.error ? r->header.error : EPROTO, "the daemon refused the write arena")
@@ -161,12 +160,9 @@ Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) 
     req.index = index;
     auto r = call(rank, req);
     if (!r.ok()) return r.status();
-    if (r->header.error != 0) {
-        if (r->fd >= 0) ::close(r->fd);
-        return daemon_error(r->header.error);
-    }
-    if (r->fd < 0) return Status(Code::protocol, "local-read reply without a descriptor");
-    return r->fd;
+    if (r->header.error != 0) return daemon_error(r->header.error);
+    if (!r->fd) return Status(Code::protocol, "local-read reply without a descriptor");
+    return r->fd.release();
 }
 
 namespace {
@@ -205,7 +201,7 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     if (length == 0 || !available(rank)) return false;
     auto fd = open_chunk(rank, ino, index);
     if (!fd.ok()) return false; // not written (yet), or the daemon went away: the read will tell
-    const transport::FdCloser closer{*fd};
+    const transport::UniqueFd closer{*fd};
     if (cached(*fd, offset, length)) return false;
     (void)::posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
     prefetches_.fetch_add(1, std::memory_order_relaxed);
@@ -249,7 +245,7 @@ Result<LocalReads::Opened> LocalReads::open(const Range& range) {
     Opened o;
     o.range_ = range;
     o.range_.chain = {}; // the caller's
-    o.fd_ = reply->fd;
+    o.fd_ = reply->fd.release();
     const transport::LocalReplyHeader& h = reply->header;
     if (h.error != 0) return daemon_error(h.error).with_context(describe(range));
     o.held_ = h.held;

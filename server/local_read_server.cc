@@ -111,7 +111,7 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         r.header.error = errno_of(fd.status());
         return r;
     }
-    r.fd = *fd;
+    r.fd.reset(*fd);
     return r;
 }
 
@@ -144,7 +144,7 @@ void LocalReadServer::run() {
             Conn& c = conns[i];
             int passed = -1; // a descriptor that came with the packet: closed here whatever it was for
             const ssize_t n = transport::local_read_receive(c.fd, buf, &passed);
-            const transport::FdCloser closer{passed};
+            const transport::UniqueFd closer{passed};
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
             if (n <= 0) { // the reader went away
                 gone.push_back(i);
@@ -171,7 +171,6 @@ void LocalReadServer::run() {
             std::memcpy(&req, buf.data(), sizeof req);
             const transport::LocalReply reply = answer(req, passed, c);
             if (!transport::local_read_send_reply(c.fd, reply).ok()) gone.push_back(i);
-            if (reply.fd >= 0) ::close(reply.fd);
         }
         for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
             close_connection(conns[*it]);

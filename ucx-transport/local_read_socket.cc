@@ -101,7 +101,7 @@ Status local_read_send_reply(int sock, const LocalReply& reply) {
     iovec iov[3] = {{&h, sizeof h},
                     {const_cast<uint32_t*>(reply.crcs.data()), reply.crcs.size() * sizeof(uint32_t)},
                     {const_cast<uint32_t*>(reply.holes.data()), reply.holes.size() * sizeof(uint32_t)}};
-    if (!send_with_fd(sock, iov, 3, reply.fd)) return Status::from_errno(errno, "local-read reply");
+    if (!send_with_fd(sock, iov, 3, reply.fd.get())) return Status::from_errno(errno, "local-read reply");
     return Status::OK();
 }
 
@@ -147,12 +147,13 @@ Result<LocalReply> local_read_call(int sock, const LocalRequest& req, int fd) {
     thread_local std::vector<uint32_t> body(2 * kLocalMaxBlocks); // a reply's largest tail
     iovec iov[2] = {{&reply.header, sizeof reply.header}, {body.data(), body.size() * sizeof(uint32_t)}};
     int flags = 0;
-    const ssize_t n = receive_with_fd(sock, iov, 2, 0, &reply.fd, &flags);
+    int received = -1;
+    const ssize_t n = receive_with_fd(sock, iov, 2, 0, &received, &flags);
+    reply.fd.reset(received);
     const LocalReplyHeader& h = reply.header;
     if (n < 0) return Status::from_errno(errno, "local-read reply");
     if (static_cast<size_t>(n) < sizeof h || (flags & MSG_TRUNC) || h.crcs > kLocalMaxBlocks ||
         h.holes > kLocalMaxBlocks || static_cast<size_t>(n) != sizeof h + (size_t{h.crcs} + h.holes) * sizeof(uint32_t)) {
-        if (reply.fd >= 0) ::close(reply.fd);
         return Status(Code::protocol, "malformed local-read reply of " + std::to_string(n) + " bytes");
     }
     reply.crcs.assign(body.begin(), body.begin() + h.crcs);

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "result.h"
@@ -65,21 +66,40 @@ struct LocalReplyHeader {
     uint64_t file_dev = 0, file_ino = 0;
     uint64_t token = 0; // map_arena: the arena's token
 };
-// A reply as both ends see it; fd is the descriptor received (-1: none), the caller's to close.
+// A descriptor owned: closed when it goes out of scope unless released. Descriptors that come
+// with a message are held in one at once, so that no way out leaks them.
+class UniqueFd {
+public:
+    UniqueFd() = default;
+    explicit UniqueFd(int fd) : fd_(fd) {}
+    UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+    UniqueFd& operator=(UniqueFd&& o) noexcept {
+        if (this != &o) reset(o.release());
+        return *this;
+    }
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    ~UniqueFd() { reset(); }
+    int get() const { return fd_; }
+    explicit operator bool() const { return fd_ >= 0; }
+    int release() { return std::exchange(fd_, -1); }
+    void reset(int fd = -1) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = fd;
+    }
+
+private:
+    int fd_ = -1;
+};
+
+// A reply as both ends see it, with the descriptor it carries (none: empty).
 struct LocalReply {
     LocalReplyHeader header;
     std::vector<uint32_t> crcs, holes;
-    int fd = -1;
+    UniqueFd fd;
 };
 constexpr uint32_t kLocalMaxBlocks = 4096; // per reply: a 256 MiB range of 64 KiB blocks
 
-// Closes a descriptor when it goes out of scope: one that came with a message and was not taken.
-struct FdCloser {
-    int fd = -1;
-    ~FdCloser() {
-        if (fd >= 0) ::close(fd);
-    }
-};
 
 // "jobfs-<hash of the secret>-<rank>" (the abstract namespace; no leading NUL).
 std::string local_read_socket_name(const std::string& secret, uint32_t rank);

@@ -88,6 +88,38 @@ protected:
     std::unique_ptr<LocalReads> reader;
 };
 
+// The descriptors that travel over the socket (LocalReply's, the chunk files') are closed on
+// both ends whatever the answer: reads, refusals, prefetches and absent chunks leave this
+// process (client and daemon side) with as many open descriptors as before.
+TEST_F(LocalReadsTest, NoDescriptorIsLeftOpenByAnyAnswer) {
+    const ChunkId id{0x2002, 1};
+    const auto data = pattern(4 * kBlock, 9);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    ASSERT_TRUE(reader->available(0));
+    auto open_fds = [] {
+        size_t n = 0;
+        for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+        return n;
+    };
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_locally(id, 0, kBlock, got).ok()); // the connection is made before counting
+    const size_t before = open_fds();
+    const std::vector<uint32_t> chain{0, 1};
+    for (int i = 0; i < 50; ++i) {
+        ASSERT_TRUE(read_locally(id, static_cast<uint64_t>(i % 4) * kBlock, kBlock, got).ok());
+        gate_answer = Status(Code::again, "dirty");
+        std::vector<uint8_t> buf(kBlock);
+        bool cold = false;
+        auto refused = reader->read_range({0, id.ino, id.index, 0, kBlock, chain, 7}, buf, &cold);
+        EXPECT_EQ(refused.status().code(), Code::again);
+        gate_answer = Status::OK();
+        reader->prefetch(0, id.ino, id.index, 0, kBlock);
+        std::vector<uint8_t> none;
+        (void)read_locally({0x2003, 9}, 0, kBlock, none); // no such chunk
+    }
+    EXPECT_EQ(open_fds(), before);
+}
+
 // Ranges with edges inside blocks and on them, a hole in the middle and a short last block:
 // byte for byte what the daemon's own read returns.
 TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
