@@ -43,6 +43,7 @@ check "stat of a missing path fails with exit 1" sh -c "'$JOBFS' stat /nope 2>'$
 check "mkdir of an existing directory fails" sh -c "! '$JOBFS' mkdir /x 2>/dev/null"
 check "rm of a non-empty directory needs -r" sh -c "! '$JOBFS' rm /x 2>/dev/null"
 check "unknown command exits 2" sh -c "'$JOBFS' frobnicate 2>/dev/null; [ \$? -eq 2 ]"
+check "cp --buffer-mib 0 is refused (exit 2) before any daemon is asked" sh -c "JOBFS_CLUSTER=/nonexistent '$JOBFS' cp --buffer-mib 0 '$tmp/in' jobfs:/b0 2>'$tmp/err'; [ \$? -eq 2 ] && grep -q 'buffer-mib must be at least 1' '$tmp/err'"
 check "cp needs exactly one jobfs side" sh -c "'$JOBFS' cp '$tmp/in' '$tmp/x' 2>/dev/null; [ \$? -eq 2 ]"
 check "ckpt verifies and reports both figures" sh -c "'$JOBFS' ckpt -p 2 --block-mib 8 --local-dir '$tmp' > '$tmp/ckpt' && grep -q 'verified 16777216 bytes' '$tmp/ckpt' && grep -q '^bench ckpt-write: jobfs' '$tmp/ckpt'"
 check "ckpt --strided verifies" sh -c "'$JOBFS' ckpt --strided -p 4 --block-mib 8 --local-dir '$tmp' > '$tmp/ckpt' && grep -q 'verified 33554432 bytes' '$tmp/ckpt' && grep -q '^bench ckpt-strided-write: jobfs' '$tmp/ckpt'"
