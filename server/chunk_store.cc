@@ -109,6 +109,7 @@ struct ChunkStore::Impl {
     std::string dir; // <data_dir>/chunks
     uint64_t chunk_size = 0;
     std::atomic<bool> direct{false};       // write aligned pieces with O_DIRECT (ChunkStore::open)
+    uint64_t direct_min = 0;               // ... of at least this many bytes
     std::atomic<uint64_t> direct_writes{0};
     std::array<std::mutex, kLockStripes> locks;
 
@@ -287,13 +288,14 @@ struct ChunkStore::Impl {
     }
 
     // Writes a chunk's bytes: with O_DIRECT when the store may and the piece allows it (offset,
-    // length and memory aligned to kDirectAlign), else through the page cache. The kernel keeps
-    // the two coherent (a direct write first writes back and drops the cached pages it
-    // overlaps). A file system that refuses a direct write turns direct writes off for good.
+    // length and memory aligned to kDirectAlign, and at least direct_min bytes), else through
+    // the page cache. The kernel keeps the two coherent (a direct write first writes back and
+    // drops the cached pages it overlaps). A file system that refuses a direct write turns
+    // direct writes off for good.
     Status write_data(Open& o, uint64_t offset, std::span<const uint8_t> data) {
         const bool aligned = offset % kDirectAlign == 0 && data.size() % kDirectAlign == 0 &&
                              reinterpret_cast<uintptr_t>(data.data()) % kDirectAlign == 0;
-        if (direct && aligned) {
+        if (direct && aligned && data.size() >= direct_min) {
             if (o.direct < 0) o.direct = ::open(path(o.id).c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
             // (Out of descriptors, say: this write goes through the page cache, the next tries again.)
             if (o.direct >= 0 && pwrite_all(o.direct, data.data(), data.size(), static_cast<off_t>(offset))) {
@@ -330,13 +332,15 @@ ChunkStore::~ChunkStore() {
     }
 }
 
-Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir, uint64_t chunk_size, bool direct_io) {
+Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir, uint64_t chunk_size, bool direct_io,
+                                                     uint64_t direct_io_min) {
     if (chunk_size == 0 || chunk_size % kBlock != 0 || chunk_size > (1ull << 30))
         return Status(Code::invalid, "chunk size " + std::to_string(chunk_size) +
                                          " must be a multiple of 64 KiB, at most 1 GiB");
     auto impl = std::make_unique<Impl>();
     impl->dir = data_dir + "/chunks";
     impl->chunk_size = chunk_size;
+    impl->direct_min = direct_io_min;
     if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + data_dir);
     if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
     if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);

@@ -32,7 +32,7 @@ void validate(boost::any& v, const std::vector<std::string>& values, ByteSize*, 
 struct Table {
     po::options_description desc{"jobfsd options (flags, or key=value lines in jobfs.conf)"};
     DaemonConfig c;
-    ByteSize chunk{4ull << 20};
+    ByteSize chunk{4ull << 20}, direct_min{256ull << 10};
     std::string daemons;
     long call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 5000;
 
@@ -55,6 +55,7 @@ struct Table {
             ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
             ("nice", po::value(&c.nice)->default_value(c.nice), "CPU priority of the daemon (-20 to 19): ahead of MPI ranks that busy-wait (a negative value needs root)")
             ("direct-io", po::value(&c.direct_io)->default_value(c.direct_io), "write aligned chunk pieces to the disk with O_DIRECT, past the page cache (true/false; off by itself where the file system has no O_DIRECT)")
+            ("direct-io-min", po::value(&direct_min)->default_value(direct_min, "256K"), "smallest piece written with O_DIRECT; smaller ones go through the page cache, where writeback merges them (k, M)")
             ("local-reads", po::value(&c.local_reads)->default_value(c.local_reads), "let clients on this node read large ranges of chunks from the chunk files themselves, checked against the stored checksums (true/false)")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
             ("startup-timeout-ms", po::value(&startup_timeout_ms)->default_value(startup_timeout_ms), "how long to wait for the whole group at start")
@@ -65,6 +66,7 @@ struct Table {
 
     Status check() {
         c.chunk_size = chunk.value;
+        c.direct_io_min = direct_min.value;
         c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
         c.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
         c.heartbeat = std::chrono::milliseconds(heartbeat_ms);

@@ -31,6 +31,7 @@ struct DaemonConfig {
     uint32_t busy_poll_us = 0;          // busy-poll-us: transport polling after activity
     int nice = -10;                     // nice: CPU priority of the daemon's threads (priority.h)
     bool direct_io = true;              // direct-io: aligned chunk writes with O_DIRECT (chunk_store.h)
+    uint64_t direct_io_min = 256 << 10; // direct-io-min: ... of at least this many bytes
     bool local_reads = true;            // local-reads: readers on this node read chunk files themselves
                                         // (local_read_server.h)
     std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms

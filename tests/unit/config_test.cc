@@ -124,6 +124,21 @@ TEST(Config, FileThenFlagsOverride) {
     EXPECT_EQ(c->port, 7100); // the flag wins over the file
 }
 
+TEST(Config, DirectIoFloorFromFileOrFlag) {
+    auto d = parse({"--data-dir", "/d", "--daemons", "a:1"});
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_TRUE(d->direct_io);
+    EXPECT_EQ(d->direct_io_min, 256u << 10);
+    ConfFile f("data_dir=/d\ndaemons=a:1\ndirect_io_min=1M\n");
+    auto c = parse({"--config", f.path()});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->direct_io_min, 1u << 20);
+    c = parse({"--config", f.path(), "--direct-io-min", "0"});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->direct_io_min, 0u);
+    EXPECT_FALSE(parse({"--data-dir", "/d", "--daemons", "a:1", "--direct-io-min", "big"}).ok());
+}
+
 TEST(Config, FileErrorsNameFileAndLine) {
     ConfFile f("data_dir=/x\nchunk_size=lots\n");
     auto c = parse({"--config", f.path()});
