@@ -153,7 +153,7 @@ Status daemon_error(int32_t error) {
 
 } // namespace
 
-Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) {
+Result<LocalReads::ChunkFile> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) {
     transport::LocalRequest req;
     req.op = static_cast<uint32_t>(transport::LocalOp::open);
     req.ino = ino;
@@ -162,7 +162,7 @@ Result<int> LocalReads::open_chunk(uint32_t rank, uint64_t ino, uint64_t index) 
     if (!r.ok()) return r.status();
     if (r->header.error != 0) return daemon_error(r->header.error);
     if (!r->fd) return Status(Code::protocol, "local-read reply without a descriptor");
-    return r->fd.release();
+    return ChunkFile{std::move(r->fd), r->header.data_offset};
 }
 
 namespace {
@@ -199,11 +199,11 @@ bool cached(int fd, uint64_t off, uint64_t len) {
 
 bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset, uint64_t length) {
     if (length == 0 || !available(rank)) return false;
-    auto fd = open_chunk(rank, ino, index);
-    if (!fd.ok()) return false; // not written (yet), or the daemon went away: the read will tell
-    const transport::UniqueFd closer{*fd};
-    if (cached(*fd, offset, length)) return false;
-    (void)::posix_fadvise(*fd, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
+    auto f = open_chunk(rank, ino, index);
+    if (!f.ok()) return false; // not written (yet), or the daemon went away: the read will tell
+    const uint64_t at = f->data_offset + offset;
+    if (cached(f->fd.get(), at, length)) return false;
+    (void)::posix_fadvise(f->fd.get(), static_cast<off_t>(at), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
     prefetches_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
@@ -218,6 +218,7 @@ LocalReads::Opened& LocalReads::Opened::operator=(Opened&& o) noexcept {
         cold_ = o.cold_;
         length_ = o.length_;
         held_ = o.held_;
+        data_offset_ = o.data_offset_;
         crcs_ = std::move(o.crcs_);
         holes_ = std::move(o.holes_);
         o.fd_ = -1;
@@ -249,6 +250,7 @@ Result<LocalReads::Opened> LocalReads::open(const Range& range) {
     const transport::LocalReplyHeader& h = reply->header;
     if (h.error != 0) return daemon_error(h.error).with_context(describe(range));
     o.held_ = h.held;
+    o.data_offset_ = h.data_offset;
     o.length_ = h.held > range.offset ? std::min<uint64_t>(range.length, h.held - range.offset) : 0;
     if (o.length_ == 0) return o; // nothing held there: zeros
     if (o.fd_ < 0) return Status(Code::protocol, describe(range) + ": a reply without a descriptor");
@@ -265,8 +267,10 @@ Result<LocalReads::Opened> LocalReads::open(const Range& range) {
     // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
     // walk of them, hence the look first.)
     const uint64_t first = range.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, o.held_);
-    o.cold_ = !cached(o.fd_, first, last - first);
-    if (o.cold_) (void)::posix_fadvise(o.fd_, static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_WILLNEED);
+    o.cold_ = !cached(o.fd_, o.data_offset_ + first, last - first);
+    if (o.cold_)
+        (void)::posix_fadvise(o.fd_, static_cast<off_t>(o.data_offset_ + first), static_cast<off_t>(last - first),
+                              POSIX_FADV_WILLNEED);
     return o;
 }
 
@@ -305,7 +309,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
             // A run of blocks the range covers whole: straight into out.
             uint64_t e = b;
             while (e + 1 <= b1 && e + 1 - b < kRunBlocks && block_end(e + 1) <= end) ++e;
-            if (!pread_all(o.fd_, out.data() + (bs - offset), block_end(e) - bs, bs))
+            if (!pread_all(o.fd_, out.data() + (bs - offset), block_end(e) - bs, o.data_offset_ + bs))
                 return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
             for (uint64_t x = b; x <= e; ++x)
                 JOBFS_RETURN_IF_ERROR(check(x, out.data() + (x * kBlock - offset), block_end(x) - x * kBlock));
@@ -315,7 +319,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
         // A block at either edge of the range: whole into scratch, checked, the part asked for copied.
         scratch.resize(kBlock);
         const size_t n = static_cast<size_t>(block_end(b) - bs);
-        if (!pread_all(o.fd_, scratch.data(), n, bs))
+        if (!pread_all(o.fd_, scratch.data(), n, o.data_offset_ + bs))
             return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
         JOBFS_RETURN_IF_ERROR(check(b, scratch.data(), n));
         const uint64_t cs = std::max(bs, offset), ce = std::min<uint64_t>(bs + n, end);

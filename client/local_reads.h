@@ -78,6 +78,7 @@ public:
         int fd_ = -1;
         bool cold_ = false;
         uint64_t length_ = 0, held_ = 0;
+        uint64_t data_offset_ = 0; // byte i of the chunk is byte data_offset_ + i of fd_
         std::vector<uint32_t> crcs_, holes_;
     };
     // Errors of open and read mean: read this range over the transport.
@@ -114,7 +115,12 @@ private:
     struct Daemon;
     // One request over daemon `rank`'s socket; a failure (not the daemon's error answer) closes it.
     Result<transport::LocalReply> call(uint32_t rank, const transport::LocalRequest& req);
-    Result<int> open_chunk(uint32_t rank, uint64_t ino, uint64_t index);
+    // A chunk's file, open read-only, and where the chunk's bytes start in it.
+    struct ChunkFile {
+        transport::UniqueFd fd;
+        uint64_t data_offset = 0;
+    };
+    Result<ChunkFile> open_chunk(uint32_t rank, uint64_t ino, uint64_t index);
 
     const std::string secret_;
     std::vector<std::unique_ptr<Daemon>> daemons_;

@@ -1,11 +1,14 @@
 // chunk_store.cc: chunk files with per-block CRC32C. See chunk_store.h for the guarantees.
 //
-// On disk, for chunk (ino, index):
-//   <data_dir>/chunks/<ino % 256 as 2 hex>/<ino as 16 hex>.<index as 8 hex>      the data
-//   <same>.crc                                                                    the checksums
-// The checksum file has one 8-byte entry per 64 KiB block: the CRC32C of the block's bytes
-// (up to the chunk's length) and a word that is 1 once the block has been written. A block
-// never written is a hole and reads as zeros without a check.
+// On disk, chunk (ino, index) is one file:
+//   <data_dir>/chunks/<ino % 256 as 2 hex>/<ino as 16 hex>.<index as 8 hex>
+// holding its checksums in [0, kDataOffset) and its data from kDataOffset on, so the file's
+// length is kDataOffset + the chunk's length (or 0 for a chunk created but never written).
+// The checksums are one 8-byte entry per 64 KiB block: the CRC32C of the block's bytes (up to
+// the chunk's length) and a word that is 1 once the block has been written. A block never
+// written is a hole and reads as zeros without a check. (The checksums were a second file
+// once: each chunk then cost two inodes, and creating inodes was the daemons' largest cost
+// when staging in small objects.)
 #include "server/chunk_store.h"
 
 #include <dirent.h>
@@ -35,11 +38,11 @@ namespace jobfs::server {
 namespace {
 
 constexpr uint32_t kBlock = ChunkStore::kBlockSize;
+constexpr uint64_t kData = ChunkStore::kDataOffset;
 constexpr size_t kLockStripes = 64;
 
 // The chunk a file of the store holds, from its name "<16 hex digits of the inode>.<8 of the
-// index>" (Impl::path); nothing for anything else, the ".crc" companion included (it goes
-// with its chunk).
+// index>" (Impl::path); nothing for anything else.
 std::optional<ChunkId> chunk_of_name(const char* name) {
     if (std::strlen(name) != 25 || name[16] != '.') return std::nullopt;
     char* end = nullptr;
@@ -69,6 +72,9 @@ struct CrcEntry {
     uint32_t written;
 };
 static_assert(sizeof(CrcEntry) == 8);
+// Every block of the largest chunk (ChunkStore::open checks 1 GiB) has its entry before the data.
+static_assert((1ull << 30) / ChunkStore::kBlockSize * sizeof(CrcEntry) <= ChunkStore::kDataOffset);
+static_assert(ChunkStore::kDataOffset % kDirectAlign == 0);
 
 uint32_t crc32c(const uint8_t* p, size_t n) {
     return crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), 0);
@@ -119,9 +125,8 @@ struct ChunkStore::Impl {
     struct Open {
         ChunkId id;
         int data = -1;
-        int crc = -1;
         int users = 0;
-        int direct = -1; // the data file again with O_DIRECT, opened at its first direct write
+        int direct = -1; // the file again with O_DIRECT, opened at its first direct write
     };
     std::mutex cache_mu;
     std::list<Open> lru;
@@ -167,25 +172,18 @@ struct ChunkStore::Impl {
             if (errno == ENOENT) return Status(Code::not_found, "no chunk " + p);
             return errno_status("open chunk " + p);
         }
-        int crc = ::open((p + ".crc").c_str(), O_RDWR | O_CLOEXEC | O_CREAT, 0600);
-        if (crc < 0) {
-            Status s = errno_status("open checksums of " + p);
-            ::close(data);
-            return s;
-        }
         if (create) {
             struct stat st {};
-            if (::fstat(crc, &st) == 0 && st.st_size == 0) chunk_files++;
+            if (::fstat(data, &st) == 0 && st.st_size == 0) chunk_files++;
         }
         std::lock_guard l(cache_mu);
         auto it = index.find(id);
         if (it != index.end()) { // another thread opened it meanwhile
             ::close(data);
-            ::close(crc);
             it->second->users++;
             return &*it->second;
         }
-        lru.push_front(Open{id, data, crc, 1});
+        lru.push_front(Open{id, data, 1});
         index[id] = lru.begin();
         evict_locked();
         return &lru.front();
@@ -226,7 +224,6 @@ struct ChunkStore::Impl {
             --it;
             if (it->users > 0) continue;
             ::close(it->data);
-            ::close(it->crc);
             if (it->direct >= 0) ::close(it->direct);
             index.erase(it->id);
             it = lru.erase(it);
@@ -240,7 +237,6 @@ struct ChunkStore::Impl {
         if (it == index.end()) return;
         // A user of this chunk would hold the stripe lock, which the caller holds: none.
         ::close(it->second->data);
-        ::close(it->second->crc);
         if (it->second->direct >= 0) ::close(it->second->direct);
         lru.erase(it->second);
         index.erase(it);
@@ -249,10 +245,10 @@ struct ChunkStore::Impl {
     Result<std::vector<CrcEntry>> load_crcs(const Open& o, uint64_t first_block, uint64_t count) {
         std::vector<CrcEntry> e(count);
         size_t got = 0;
-        if (!pread_all(o.crc, reinterpret_cast<uint8_t*>(e.data()), count * sizeof(CrcEntry),
+        if (!pread_all(o.data, reinterpret_cast<uint8_t*>(e.data()), count * sizeof(CrcEntry),
                        static_cast<off_t>(first_block * sizeof(CrcEntry)), &got))
             return errno_status("read checksums of " + path(o.id));
-        // Entries past the file's end were never written: holes.
+        // Entries past the file's end (a chunk never written) were never written: holes.
         std::memset(reinterpret_cast<uint8_t*>(e.data()) + got, 0, count * sizeof(CrcEntry) - got);
         return e;
     }
@@ -264,7 +260,7 @@ struct ChunkStore::Impl {
         size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, len > start ? len - start : 0));
         if (n == 0) return size_t{0};
         size_t got = 0;
-        if (!pread_all(o.data, buf, n, static_cast<off_t>(start), &got))
+        if (!pread_all(o.data, buf, n, static_cast<off_t>(kData + start), &got))
             return errno_status("read chunk " + path(o.id));
         if (got < n) std::memset(buf + got, 0, n - got);
         JOBFS_RETURN_IF_ERROR(verify_block(o, b, e, buf, n));
@@ -298,7 +294,7 @@ struct ChunkStore::Impl {
         if (direct && aligned && data.size() >= direct_min) {
             if (o.direct < 0) o.direct = ::open(path(o.id).c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
             // (Out of descriptors, say: this write goes through the page cache, the next tries again.)
-            if (o.direct >= 0 && pwrite_all(o.direct, data.data(), data.size(), static_cast<off_t>(offset))) {
+            if (o.direct >= 0 && pwrite_all(o.direct, data.data(), data.size(), static_cast<off_t>(kData + offset))) {
                 direct_writes++;
                 return Status::OK();
             }
@@ -307,7 +303,7 @@ struct ChunkStore::Impl {
                 JOBFS_WARN("chunk store %s: a direct write was refused (%s); writing through the page cache from now on",
                            dir.c_str(), std::strerror(errno));
         }
-        if (!pwrite_all(o.data, data.data(), data.size(), static_cast<off_t>(offset))) return write_error(o);
+        if (!pwrite_all(o.data, data.data(), data.size(), static_cast<off_t>(kData + offset))) return write_error(o);
         return Status::OK();
     }
     Status write_error(const Open& o) const {
@@ -318,7 +314,16 @@ struct ChunkStore::Impl {
     Result<uint64_t> data_length(const Open& o) {
         struct stat st {};
         if (::fstat(o.data, &st) != 0) return errno_status("stat chunk " + path(o.id));
-        return static_cast<uint64_t>(st.st_size);
+        return length_of(st);
+    }
+    static uint64_t length_of(const struct stat& st) {
+        return static_cast<uint64_t>(st.st_size) > kData ? static_cast<uint64_t>(st.st_size) - kData : 0;
+    }
+    Status write_crcs(const Open& o, uint64_t first_block, std::span<const CrcEntry> e) {
+        if (!pwrite_all(o.data, reinterpret_cast<const uint8_t*>(e.data()), e.size_bytes(),
+                        static_cast<off_t>(first_block * sizeof(CrcEntry))))
+            return errno_status("write checksums of " + path(o.id));
+        return Status::OK();
     }
 };
 
@@ -328,7 +333,6 @@ ChunkStore::ChunkStore(std::unique_ptr<Impl> impl, uint64_t chunk_size)
 ChunkStore::~ChunkStore() {
     for (auto& o : impl_->lru) {
         ::close(o.data);
-        ::close(o.crc);
     }
 }
 
@@ -385,11 +389,13 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
     // changes, and never after the data was written. Checksum entries the reservation adds
     // read as zeros, "never written".
     const uint64_t b_end = (end - 1) / kBlock + 1;
-    if (::fallocate(f.crc, 0, 0, static_cast<off_t>(b_end * sizeof(CrcEntry))) != 0) {
+    const uint64_t b_first = offset / kBlock;
+    if (::fallocate(f.data, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(b_first * sizeof(CrcEntry)),
+                    static_cast<off_t>((b_end - b_first) * sizeof(CrcEntry))) != 0) {
         if (errno == ENOSPC) return Status(Code::no_space, "no space left for the checksums of chunk " + impl_->path(id));
         if (errno != EOPNOTSUPP) return errno_status("reserve checksums of " + impl_->path(id));
     }
-    if (::fallocate(f.data, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(data.size())) != 0) {
+    if (::fallocate(f.data, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(kData + offset), static_cast<off_t>(data.size())) != 0) {
         if (errno == ENOSPC) return Status(Code::no_space, "no space left for chunk " + impl_->path(id));
         if (errno != EOPNOTSUPP) return errno_status("reserve chunk " + impl_->path(id));
     }
@@ -426,10 +432,7 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
         updated[b - first] = CrcEntry{crc32c(block.data(), be - bs), 1};
     }
     JOBFS_RETURN_IF_ERROR(impl_->write_data(f, offset, data));
-    if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(updated.data()), updated.size() * sizeof(CrcEntry),
-                    static_cast<off_t>(first * sizeof(CrcEntry))))
-        return errno_status("write checksums of " + impl_->path(id));
-    return Status::OK();
+    return impl_->write_crcs(f, first, updated);
 }
 
 Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> out, std::vector<uint32_t>* piece_crcs) {
@@ -455,7 +458,7 @@ Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> 
     if (w1 > w0) {
         const uint64_t ws = w0 * kBlock, we = std::min<uint64_t>(w1 * kBlock, *len);
         size_t got = 0;
-        if (!pread_all(f.data, out.data() + (ws - offset), we - ws, static_cast<off_t>(ws), &got))
+        if (!pread_all(f.data, out.data() + (ws - offset), we - ws, static_cast<off_t>(kData + ws), &got))
             return errno_status("read chunk " + impl_->path(id));
         if (got < we - ws) std::memset(out.data() + (ws - offset) + got, 0, we - ws - got);
     }
@@ -489,7 +492,8 @@ Result<ChunkStore::View> ChunkStore::describe(ChunkId id, uint64_t offset, uint6
     Impl::Open& f = **h;
     struct stat st {};
     if (::fstat(f.data, &st) != 0) return errno_status("stat chunk " + impl_->path(id));
-    v.length = static_cast<uint64_t>(st.st_size);
+    v.length = Impl::length_of(st);
+    v.data_offset = kData;
     v.file_dev = static_cast<uint64_t>(st.st_dev);
     v.file_ino = static_cast<uint64_t>(st.st_ino);
     if (offset >= v.length) return v;
@@ -529,9 +533,8 @@ Status ChunkStore::truncate(ChunkId id, uint64_t length) {
         std::vector<uint8_t> block(kBlock);
         auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
         if (!n.ok()) return n.status();
-        CrcEntry e{crc32c(block.data(), length - b * kBlock), (*crcs)[0].written};
-        if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(&e), sizeof e, static_cast<off_t>(b * sizeof e)))
-            return errno_status("write checksums of " + impl_->path(id));
+        const CrcEntry e{crc32c(block.data(), length - b * kBlock), (*crcs)[0].written};
+        JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, b, std::span(&e, 1)));
     } else if (length > *len && *len % kBlock != 0) {
         // The old last block grows with zeros: its checksum must cover them.
         const uint64_t b = (*len - 1) / kBlock;
@@ -541,22 +544,15 @@ Status ChunkStore::truncate(ChunkId id, uint64_t length) {
         auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
         if (!n.ok()) return n.status();
         const uint64_t be = std::min<uint64_t>((b + 1) * kBlock, length);
-        CrcEntry e{crc32c(block.data(), be - b * kBlock), (*crcs)[0].written};
-        if (!pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(&e), sizeof e, static_cast<off_t>(b * sizeof e)))
-            return errno_status("write checksums of " + impl_->path(id));
+        const CrcEntry e{crc32c(block.data(), be - b * kBlock), (*crcs)[0].written};
+        JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, b, std::span(&e, 1)));
     }
-    if (::ftruncate(f.data, static_cast<off_t>(length)) != 0) return errno_status("truncate chunk " + impl_->path(id));
+    if (::ftruncate(f.data, static_cast<off_t>(kData + length)) != 0) return errno_status("truncate chunk " + impl_->path(id));
     if (length < *len) {
         // Blocks wholly past the new end are holes again.
-        const uint64_t keep = (length + kBlock - 1) / kBlock;
-        struct stat st {};
-        if (::fstat(f.crc, &st) != 0) return errno_status("stat checksums of " + impl_->path(id));
-        const uint64_t total = std::max<uint64_t>(keep, uint64_t(st.st_size) / sizeof(CrcEntry));
-        std::vector<CrcEntry> zero(total - keep, CrcEntry{0, 0});
-        if (!zero.empty() &&
-            !pwrite_all(f.crc, reinterpret_cast<const uint8_t*>(zero.data()), zero.size() * sizeof(CrcEntry),
-                        static_cast<off_t>(keep * sizeof(CrcEntry))))
-            return errno_status("write checksums of " + impl_->path(id));
+        const uint64_t keep = (length + kBlock - 1) / kBlock, had = (*len + kBlock - 1) / kBlock;
+        const std::vector<CrcEntry> zero(had > keep ? had - keep : 0, CrcEntry{0, 0});
+        if (!zero.empty()) JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, keep, zero));
     }
     return Status::OK();
 }
@@ -572,7 +568,7 @@ Status ChunkStore::sync(ChunkId id) {
     std::lock_guard lock(impl_->lock_for(id));
     auto h = impl_->open_chunk(id, false);
     if (!h.ok()) return h.status().code() == Code::not_found ? Status::OK() : h.status();
-    if (::fdatasync((*h)->data) != 0 || ::fdatasync((*h)->crc) != 0) return errno_status("sync chunk " + impl_->path(id));
+    if (::fdatasync((*h)->data) != 0) return errno_status("sync chunk " + impl_->path(id));
     return Status::OK();
 }
 
@@ -595,9 +591,8 @@ Status ChunkStore::sync_file(uint64_t ino) {
         auto h = impl_->open_chunk(id, false);
         if (!h.ok() && h.status().code() == Code::not_found) continue;
         if (!h.ok()) return h.status();
-        for (int fd : {(*h)->data, (*h)->crc})
-            if (::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
-                return errno_status("start writeback of chunk " + impl_->path(id));
+        if (::sync_file_range((*h)->data, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+            return errno_status("start writeback of chunk " + impl_->path(id));
     }
     for (uint64_t idx : *indexes) JOBFS_RETURN_IF_ERROR(sync(ChunkId{ino, idx}));
     return Status::OK();
@@ -612,7 +607,6 @@ Status ChunkStore::remove_file(uint64_t ino) {
         impl_->forget(id);
         std::string p = impl_->path(id);
         if (::unlink(p.c_str()) != 0 && errno != ENOENT) return errno_status("remove chunk " + p);
-        ::unlink((p + ".crc").c_str());
         if (impl_->chunk_files > 0) impl_->chunk_files--;
     }
     return Status::OK();

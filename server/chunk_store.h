@@ -1,9 +1,10 @@
 // chunk_store.h: the chunks of files that one daemon stores on its local disk.
 //
 // A file is striped in chunks (default 4 MiB); each chunk this daemon holds is one sparse file
-// under <data_dir>/chunks/, next to a small checksum file with one CRC32C (ISA-L) per 64 KiB
-// block. Reads verify every block they touch and fail with Code::io on a mismatch, never
-// returning bad bytes. Holes are not allocated and read as zeros.
+// under <data_dir>/chunks/: one CRC32C (ISA-L) per 64 KiB block in its first kDataOffset
+// bytes, then the chunk's bytes (one inode per chunk; chunk_store.cc has the layout). Reads
+// verify every block they touch and fail with Code::io on a mismatch, never returning bad
+// bytes. Holes are not allocated and read as zeros.
 //
 // Direct I/O (open's direct_io, the daemon's direct-io item, default on): a write whose offset,
 // length and memory are page-aligned (the daemon's receive buffers are, server/buffer_pool.h)
@@ -61,6 +62,9 @@ struct DiskSpace {
 class ChunkStore {
 public:
     static constexpr uint32_t kBlockSize = 64 * 1024;
+    // Where a chunk's bytes start in its file (the checksums come first): byte i of the chunk
+    // is byte kDataOffset + i of the file. Room for the entries of a 1 GiB chunk, page-aligned.
+    static constexpr uint64_t kDataOffset = 128 * 1024;
 
     // Opens (creating if needed) the store under data_dir; chunk_size bounds every chunk (the
     // daemon passes the largest layout chunk; checksum space grows with what is written).
@@ -94,14 +98,15 @@ public:
     // What a local reader (docs/design.md, "Local reads") needs to read [offset, offset + size)
     // of the chunk from its file itself and check it, without this daemon touching the bytes.
     struct View {
-        uint64_t length = 0;       // the chunk file's length (0: no such chunk)
+        uint64_t length = 0;       // the chunk's length (0: no such chunk)
+        uint64_t data_offset = 0;  // where the chunk's bytes start in its file (kDataOffset)
         std::vector<uint32_t> crcs; // stored CRC32C of every block the range touches, from offset's
         std::vector<uint32_t> holes; // indexes (into crcs) of blocks never written
         uint64_t file_dev = 0, file_ino = 0; // the chunk file (fstat), to match a reader's descriptor
     };
     Result<View> describe(ChunkId id, uint64_t offset, uint64_t size);
-    // A read-only descriptor of the chunk's data file (Code::not_found: no such chunk), for a
-    // local reader; the caller owns it.
+    // A read-only descriptor of the chunk's file (Code::not_found: no such chunk), for a local
+    // reader, whose bytes start at kDataOffset; the caller owns it.
     Result<int> open_for_reader(ChunkId id);
     // Cuts or extends (with a hole) the chunk to length bytes.
     Status truncate(ChunkId id, uint64_t length);

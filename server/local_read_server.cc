@@ -112,6 +112,7 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         return r;
     }
     r.fd.reset(*fd);
+    r.header.data_offset = static_cast<uint32_t>(ChunkStore::kDataOffset);
     return r;
 }
 

@@ -17,7 +17,8 @@
 //                     the daemon holds the chunk
 // LocalOp::describe asks for what ChunkStore::describe says of a range (the stored CRC32C of
 // every block it touches, which of them are holes, the file's length and identity) and the
-// descriptor: all a reader needs to read the range itself and check it, with no transport
+// descriptor (byte i of the chunk is byte data_offset + i of the file: the checksums come
+// first, server/chunk_store.h): all a reader needs to read the range itself and check it, with no transport
 // round trip. A replicated chunk's request names the reader's chain of it and the chain table
 // it comes from; the daemon answers it only as a read over the transport would be (a table
 // not older than its own, a member of the chain, and no write of the chunk in flight here
@@ -44,7 +45,7 @@
 
 namespace jobfs::transport {
 
-inline constexpr char kLocalReadHello[] = "jobfs-local-reads-3:";
+inline constexpr char kLocalReadHello[] = "jobfs-local-reads-4:";
 
 enum class LocalOp : uint32_t { open = 1, describe = 2, map_arena = 3 };
 inline constexpr uint32_t kLocalMaxChain = 3; // placement.h's kMaxReplicas
@@ -61,8 +62,8 @@ struct LocalReplyHeader {
     int32_t error = 0;  // 0, or an errno (ENOENT: no such chunk)
     uint32_t crcs = 0;  // CRC32Cs that follow: of every block the range touches (describe)
     uint32_t holes = 0; // hole indexes (into the CRC32Cs) that follow them: blocks never written
-    uint32_t reserved = 0;
-    uint64_t held = 0;  // the chunk file's length (describe; 0: no such chunk)
+    uint32_t data_offset = 0; // where the chunk's bytes start in the file passed (open, describe)
+    uint64_t held = 0;  // the chunk's length (describe; 0: no such chunk)
     uint64_t file_dev = 0, file_ino = 0;
     uint64_t token = 0; // map_arena: the arena's token
 };

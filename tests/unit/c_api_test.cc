@@ -102,8 +102,7 @@ protected:
         std::vector<size_t> n(3, 0);
         for (uint32_t r = 0; r < 3; ++r)
             for (auto& e : fs::recursive_directory_iterator(dir_->path() + "/data" + std::to_string(r)))
-                if (e.is_regular_file() && e.path().filename().string().rfind(prefix, 0) == 0 &&
-                    e.path().extension() != ".crc")
+                if (e.is_regular_file() && e.path().filename().string().rfind(prefix, 0) == 0)
                     ++n[r];
         return n;
     }

@@ -178,7 +178,7 @@ TEST_F(ChunkServiceTest, CorruptChunkReadsAsIoErrorAtTheClient) {
     {
         std::fstream f(dir + "/chunks/06/0000000000000006.00000000", std::ios::in | std::ios::out | std::ios::binary);
         ASSERT_TRUE(f.good());
-        f.seekp(5);
+        f.seekp(ChunkStore::kDataOffset + 5);
         char c = static_cast<char>(data[5] ^ 1);
         f.write(&c, 1);
     }

@@ -183,6 +183,21 @@ TEST(ChunkStore, AlignedPiecesBelowTheDirectFloorGoThroughThePageCache) {
     EXPECT_EQ(back, want);
 }
 
+// A chunk is one file (its checksums first, then its bytes): one inode to create per chunk.
+TEST(ChunkStore, EachChunkIsOneFileWithItsBytesAfterTheChecksums) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    const auto data = pattern(100000, 8);
+    for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE((*st)->write(ChunkId{0x105, i}, 0, data).ok());
+    const fs::path dir = fs::path(chunk_file(d.path(), ChunkId{0x105, 0})).parent_path();
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 3);
+    std::ifstream in(chunk_file(d.path(), ChunkId{0x105, 2}), std::ios::binary);
+    std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_EQ(file.size(), ChunkStore::kDataOffset + data.size());
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), file.begin() + ChunkStore::kDataOffset));
+}
+
 TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     TempDir d;
     auto st = ChunkStore::open(d.path(), 4 << 20);
@@ -192,7 +207,7 @@ TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     ASSERT_TRUE((*st)->write(id, 3 << 20, data).ok());
     struct stat s {};
     ASSERT_EQ(::stat(chunk_file(d.path(), id).c_str(), &s), 0);
-    EXPECT_EQ(s.st_size, (3 << 20) + 4096);
+    EXPECT_EQ(s.st_size, ChunkStore::kDataOffset + (3 << 20) + 4096);
     EXPECT_LT(s.st_blocks * 512, 64 * 1024) << "the 3 MiB hole was allocated";
     std::vector<uint8_t> out(3 << 20, 0xff);
     std::vector<uint32_t> crcs;
@@ -213,7 +228,7 @@ TEST(ChunkStore, CorruptionIsDetectedNotReturned) {
     st->reset(); // nothing cached: the next open reads the disk
     {
         std::fstream f(chunk_file(d.path(), id), std::ios::in | std::ios::out | std::ios::binary);
-        f.seekp(3 * ChunkStore::kBlockSize + 17);
+        f.seekp(ChunkStore::kDataOffset + 3 * ChunkStore::kBlockSize + 17);
         char c = static_cast<char>(data[3 * ChunkStore::kBlockSize + 17] ^ 0x40);
         f.write(&c, 1);
     }
@@ -294,8 +309,9 @@ TEST(ChunkStore, RemoveFileDeletesEveryChunk) {
     for (uint64_t i = 0; i < 5; ++i) {
         EXPECT_EQ(*(*st)->length(ChunkId{77, i}), 0u);
         EXPECT_FALSE(fs::exists(chunk_file(d.path(), ChunkId{77, i})));
-        EXPECT_FALSE(fs::exists(chunk_file(d.path(), ChunkId{77, i}) + ".crc"));
     }
+    // Nothing else of the file is left beside its chunks either (77's directory is its own).
+    EXPECT_TRUE(fs::is_empty(fs::path(chunk_file(d.path(), ChunkId{77, 0})).parent_path()));
     EXPECT_EQ(*(*st)->length(ChunkId{78, 0}), 1000u); // a neighbour in the same directory stays
     EXPECT_TRUE((*st)->remove_file(77).ok());         // idempotent
 }

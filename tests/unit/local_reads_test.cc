@@ -155,7 +155,7 @@ TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
     {
         std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
         ASSERT_TRUE(f);
-        f.seekp(static_cast<std::streamoff>(2 * kBlock + 99));
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + 2 * kBlock + 99));
         f.put('\x5a');
     }
     std::vector<uint8_t> got;
@@ -183,7 +183,7 @@ TEST_F(LocalReadsTest, DataWhereTheDaemonSaidHoleIsRefused) {
     EXPECT_TRUE(std::all_of(got.begin(), got.begin() + 2 * kBlock, [](uint8_t c) { return c == 0; }));
     {
         std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
-        f.seekp(static_cast<std::streamoff>(kBlock + 1));
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + kBlock + 1));
         f.put('\x01');
     }
     Status s = read_locally(id, 0, 3 * kBlock, got);
@@ -304,7 +304,7 @@ TEST_F(LocalReadsTest, RangesAreReadWithOneQuestionToTheSocket) {
     EXPECT_TRUE(cold);
     {
         std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
-        f.seekp(static_cast<std::streamoff>(4 * kBlock + 3));
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + 4 * kBlock + 3));
         f.put('\x77');
     }
     auto bad = reader->read_range({0, id.ino, id.index, 0, kChunk}, all, &cold);

@@ -22,11 +22,13 @@
 #include "client/layout.h"
 #include "client/local_cluster.h"
 #include "client/scrub.h"
+#include "server/chunk_store.h"
 #include "test_util.h"
 
 namespace jobfs::client {
 namespace {
 
+using server::ChunkStore; // its file layout, to corrupt copies on disk
 using test::pattern;
 namespace fs = std::filesystem;
 
@@ -191,8 +193,8 @@ TEST_P(ReplicationTest, EveryChunkIsStoredOnEveryDaemonOfItsChain) {
             }
             std::ifstream in(p, std::ios::binary);
             std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
-            ASSERT_EQ(disk.size(), len) << p;
-            EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) << p;
+            ASSERT_EQ(disk.size(), ChunkStore::kDataOffset + len) << p;
+            EXPECT_TRUE(std::equal(disk.begin() + ChunkStore::kDataOffset, disk.end(), data.begin() + i * cs)) << p;
         }
     }
     for (int k = 0; k < 3; ++k) {
@@ -216,7 +218,7 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
         const std::string p = chunk_path(chunk_daemon(*ino, 1, layout(), n), *ino, 1);
         std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
         ASSERT_TRUE(f) << p;
-        f.seekp(static_cast<std::streamoff>(cs / 2));
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + cs / 2));
         f.put('\x5a');
         f.close();
         auto back = read_file("/f");
@@ -236,7 +238,7 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
             const std::string p = chunk_path(c.ranks[k], *ino, i);
             std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
             ASSERT_TRUE(f) << p;
-            f.seekp(static_cast<std::streamoff>(cs / 2 + 17));
+            f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + cs / 2 + 17));
             f.put('\x5a').put('\xa5');
             corrupted.emplace_back(c.ranks[k], i);
         }
@@ -269,7 +271,9 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
     for (auto& [rank, i] : corrupted) {
         std::ifstream in(chunk_path(rank, *ino, i), std::ios::binary);
         std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
-        if (disk.size() == cs && std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) repaired++;
+        if (disk.size() == ChunkStore::kDataOffset + cs &&
+            std::equal(disk.begin() + ChunkStore::kDataOffset, disk.end(), data.begin() + i * cs))
+            repaired++;
     }
     EXPECT_EQ(repaired, corrupted.size());
     std::string logs;
@@ -352,12 +356,18 @@ TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
     const Chain c0 = chunk_chain(ino, 0, l, 3), c3 = chunk_chain(ino, 3, l, 3);
     {
         std::fstream bad(chunk_file(c0.head(), 0), std::ios::in | std::ios::out | std::ios::binary);
-        bad.seekp(300000);
+        bad.seekp(ChunkStore::kDataOffset + 300000);
         bad.put('\x01');
     }
-    // Half of chunk 3 gone on its head: data and checksums cut together, so the copy checks out.
-    fs::resize_file(chunk_file(c3.head(), 3), 512 << 10);
-    fs::resize_file(chunk_file(c3.head(), 3) + ".crc", (512 << 10) / (64 << 10) * 8);
+    // Half of chunk 3 gone on its head: data and checksums cut together (the entries of the
+    // blocks cut off say "never written"), so the copy checks out.
+    fs::resize_file(chunk_file(c3.head(), 3), ChunkStore::kDataOffset + (512 << 10));
+    {
+        std::fstream cut(chunk_file(c3.head(), 3), std::ios::in | std::ios::out | std::ios::binary);
+        cut.seekp((512 << 10) / (64 << 10) * 8);
+        const std::string zeros((512 << 10) / (64 << 10) * 8, '\0');
+        cut.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    }
 
     auto rep = scrub(cl, "/");
     ASSERT_TRUE(rep.ok()) << rep.status().to_string();
@@ -372,8 +382,9 @@ TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
     for (auto [rank, index] : {std::pair{c0.head(), uint64_t{0}}, std::pair{c3.head(), uint64_t{3}}}) {
         std::ifstream in(chunk_file(rank, index), std::ios::binary);
         std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
-        ASSERT_EQ(disk.size(), 1u << 20);
-        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (index << 20))) << "chunk " << index;
+        ASSERT_EQ(disk.size(), ChunkStore::kDataOffset + (1u << 20));
+        EXPECT_TRUE(std::equal(disk.begin() + ChunkStore::kDataOffset, disk.end(), data.begin() + (index << 20)))
+            << "chunk " << index;
     }
     auto again = scrub(cl, "/d");
     ASSERT_TRUE(again.ok());
@@ -679,12 +690,14 @@ bool wait_daemon_state(Client& cl, uint32_t rank, uint8_t want, std::chrono::sec
 }
 
 // The bytes of chunk `index` of inode `ino` in daemon `rank`'s store under `dir` (empty if it
-// has none).
+// has none): its file past the checksums.
 std::vector<uint8_t> chunk_on_disk(const std::string& dir, uint32_t rank, uint64_t ino, uint64_t index) {
     char name[64];
     std::snprintf(name, sizeof name, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
     std::ifstream in(dir + "/data" + std::to_string(rank) + "/chunks" + name, std::ios::binary);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+    std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
+    if (file.size() <= ChunkStore::kDataOffset) return {};
+    return std::vector<uint8_t>(file.begin() + ChunkStore::kDataOffset, file.end());
 }
 
 // Checks that daemon 2 of 3 (1 MiB chunks, 2 copies) holds, for every chunk of inode `ino` its
