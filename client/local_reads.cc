@@ -208,28 +208,6 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     return true;
 }
 
-LocalReads::Opened::Opened(Opened&& o) noexcept { *this = std::move(o); }
-
-LocalReads::Opened& LocalReads::Opened::operator=(Opened&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        range_ = o.range_;
-        fd_ = o.fd_;
-        cold_ = o.cold_;
-        length_ = o.length_;
-        held_ = o.held_;
-        data_offset_ = o.data_offset_;
-        crcs_ = std::move(o.crcs_);
-        holes_ = std::move(o.holes_);
-        o.fd_ = -1;
-    }
-    return *this;
-}
-
-LocalReads::Opened::~Opened() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 Result<LocalReads::Opened> LocalReads::open(const Range& range) {
     if (range.chain.size() > transport::kLocalMaxChain) return Status(Code::invalid, describe(range) + ": chain too long");
     transport::LocalRequest req;
@@ -246,30 +224,30 @@ Result<LocalReads::Opened> LocalReads::open(const Range& range) {
     Opened o;
     o.range_ = range;
     o.range_.chain = {}; // the caller's
-    o.fd_ = reply->fd.release();
+    o.fd_ = std::move(reply->fd);
     const transport::LocalReplyHeader& h = reply->header;
     if (h.error != 0) return daemon_error(h.error).with_context(describe(range));
     o.held_ = h.held;
     o.data_offset_ = h.data_offset;
     o.length_ = h.held > range.offset ? std::min<uint64_t>(range.length, h.held - range.offset) : 0;
     if (o.length_ == 0) return o; // nothing held there: zeros
-    if (o.fd_ < 0) return Status(Code::protocol, describe(range) + ": a reply without a descriptor");
+    if (!o.fd_) return Status(Code::protocol, describe(range) + ": a reply without a descriptor");
     const uint64_t end = range.offset + o.length_;
     if (reply->crcs.size() != (end - 1) / kBlock - range.offset / kBlock + 1)
         return Status(Code::protocol, describe(range) + ": wrong number of checksums");
     o.crcs_ = std::move(reply->crcs);
     o.holes_ = std::move(reply->holes);
     struct stat st {};
-    if (::fstat(o.fd_, &st) != 0) return Status::from_errno(errno, describe(range));
+    if (::fstat(o.fd_.get(), &st) != 0) return Status::from_errno(errno, describe(range));
     if (static_cast<uint64_t>(st.st_dev) != h.file_dev || static_cast<uint64_t>(st.st_ino) != h.file_ino)
         return Status(Code::again, describe(range) + ": the chunk file changed (a resync replaced it)");
     // A range not in the page cache is asked of the disk at once: read block run by block run,
     // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
     // walk of them, hence the look first.)
     const uint64_t first = range.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, o.held_);
-    o.cold_ = !cached(o.fd_, o.data_offset_ + first, last - first);
+    o.cold_ = !cached(o.fd_.get(), o.data_offset_ + first, last - first);
     if (o.cold_)
-        (void)::posix_fadvise(o.fd_, static_cast<off_t>(o.data_offset_ + first), static_cast<off_t>(last - first),
+        (void)::posix_fadvise(o.fd_.get(), static_cast<off_t>(o.data_offset_ + first), static_cast<off_t>(last - first),
                               POSIX_FADV_WILLNEED);
     return o;
 }
@@ -286,7 +264,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
     const Range& p = o.range_;
     const uint64_t offset = p.offset;
     const uint64_t end = offset + o.length_;
-    if (o.fd_ < 0 || out.size() != o.length_ || o.length_ == 0)
+    if (!o.fd_ || out.size() != o.length_ || o.length_ == 0)
         return Status(Code::invalid, describe(p) + ": nothing opened to read, or a buffer of another size");
     const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
     size_t next_hole = 0; // holes_ is ascending
@@ -309,7 +287,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
             // A run of blocks the range covers whole: straight into out.
             uint64_t e = b;
             while (e + 1 <= b1 && e + 1 - b < kRunBlocks && block_end(e + 1) <= end) ++e;
-            if (!pread_all(o.fd_, out.data() + (bs - offset), block_end(e) - bs, o.data_offset_ + bs))
+            if (!pread_all(o.fd_.get(), out.data() + (bs - offset), block_end(e) - bs, o.data_offset_ + bs))
                 return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
             for (uint64_t x = b; x <= e; ++x)
                 JOBFS_RETURN_IF_ERROR(check(x, out.data() + (x * kBlock - offset), block_end(x) - x * kBlock));
@@ -319,7 +297,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
         // A block at either edge of the range: whole into scratch, checked, the part asked for copied.
         scratch.resize(kBlock);
         const size_t n = static_cast<size_t>(block_end(b) - bs);
-        if (!pread_all(o.fd_, scratch.data(), n, o.data_offset_ + bs))
+        if (!pread_all(o.fd_.get(), scratch.data(), n, o.data_offset_ + bs))
             return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
         JOBFS_RETURN_IF_ERROR(check(b, scratch.data(), n));
         const uint64_t cs = std::max(bs, offset), ce = std::min<uint64_t>(bs + n, end);

@@ -64,10 +64,6 @@ public:
     // of a request first and read them after, so that a cold read keeps the disk busy with all.
     class Opened {
     public:
-        Opened() = default;
-        Opened(Opened&& o) noexcept;
-        Opened& operator=(Opened&& o) noexcept;
-        ~Opened();
         // How many bytes of the range the chunk holds (the rest is past its end: zeros).
         uint64_t length() const { return length_; }
         // Some of the range was not in the page cache when opened (it was asked of the disk).
@@ -75,7 +71,7 @@ public:
     private:
         friend class LocalReads;
         Range range_{};
-        int fd_ = -1;
+        transport::UniqueFd fd_;
         bool cold_ = false;
         uint64_t length_ = 0, held_ = 0;
         uint64_t data_offset_ = 0; // byte i of the chunk is byte data_offset_ + i of fd_

@@ -143,9 +143,8 @@ void LocalReadServer::run() {
             const short ev = fds[i + 2].revents;
             if (!ev) continue;
             Conn& c = conns[i];
-            int passed = -1; // a descriptor that came with the packet: closed here whatever it was for
+            transport::UniqueFd passed; // a descriptor that came with the packet: closed here whatever it was for
             const ssize_t n = transport::local_read_receive(c.fd, buf, &passed);
-            const transport::UniqueFd closer{passed};
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
             if (n <= 0) { // the reader went away
                 gone.push_back(i);
@@ -170,7 +169,7 @@ void LocalReadServer::run() {
                 continue;
             }
             std::memcpy(&req, buf.data(), sizeof req);
-            const transport::LocalReply reply = answer(req, passed, c);
+            const transport::LocalReply reply = answer(req, passed.get(), c);
             if (!transport::local_read_send_reply(c.fd, reply).ok()) gone.push_back(i);
         }
         for (auto it = gone.rbegin(); it != gone.rend(); ++it) {

@@ -105,10 +105,12 @@ Status local_read_send_reply(int sock, const LocalReply& reply) {
     return Status::OK();
 }
 
-ssize_t local_read_receive(int sock, std::span<char> buf, int* fd) {
+ssize_t local_read_receive(int sock, std::span<char> buf, UniqueFd* fd) {
     iovec iov{buf.data(), buf.size()};
     int flags = 0;
-    const ssize_t n = receive_with_fd(sock, &iov, 1, MSG_DONTWAIT, fd, &flags);
+    int received = -1;
+    const ssize_t n = receive_with_fd(sock, &iov, 1, MSG_DONTWAIT, &received, &flags);
+    fd->reset(received);
     if (n >= 0 && (flags & MSG_TRUNC)) return static_cast<ssize_t>(buf.size()) + 1; // too long: malformed
     return n;
 }

@@ -117,7 +117,7 @@ Result<int> local_read_connect(const std::string& name, const std::string& secre
 // is the daemon's answer, not a failure). A failure leaves the connection unusable.
 Result<LocalReply> local_read_call(int sock, const LocalRequest& req, int fd = -1);
 // Daemon side: receives one packet into buf (at most buf.size() bytes) and the descriptor
-// attached to it, if any (*fd, else -1: the caller's to close). Returns recvmsg's count.
-ssize_t local_read_receive(int sock, std::span<char> buf, int* fd);
+// attached to it, if any, into *fd (else it is left empty). Returns recvmsg's count.
+ssize_t local_read_receive(int sock, std::span<char> buf, UniqueFd* fd);
 
 } // namespace jobfs::transport
