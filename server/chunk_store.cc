@@ -7,8 +7,8 @@
 // The checksums are one 8-byte entry per 64 KiB block: the CRC32C of the block's bytes (up to
 // the chunk's length) and a word that is 1 once the block has been written. A block never
 // written is a hole and reads as zeros without a check. (The checksums were a second file
-// once: each chunk then cost two inodes, and creating inodes was the daemons' largest cost
-// when staging in small objects.)
+// once: two inodes per chunk. Creating them is dear on ext4 without a journal, which scans
+// past recently deleted inodes at every creation: docs/design.md, "ChunkStore".)
 #include "server/chunk_store.h"
 
 #include <dirent.h>
