@@ -100,8 +100,8 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         r.header.file_ino = v->file_ino;
         r.crcs = std::move(v->crcs);
         r.holes = std::move(v->holes);
+        if (v->length <= req.offset) return r; // nothing held there: zeros, no file needed (and no read)
         reads_.fetch_add(1, std::memory_order_relaxed);
-        if (v->length <= req.offset) return r; // nothing held there: zeros, no file needed
     } else if (req.op != static_cast<uint32_t>(transport::LocalOp::open)) {
         r.header.error = EINVAL;
         return r;

@@ -146,6 +146,13 @@ TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
         EXPECT_EQ(got, want) << off << "+" << size;
     }
     EXPECT_EQ(reader->reads(), ranges.size());
+    EXPECT_EQ(server->reads(), ranges.size());
+    // A range past the chunk's end reads as nothing, from no file: neither side counts a read.
+    std::vector<uint8_t> none;
+    ASSERT_TRUE(read_locally(id, length + kBlock, kBlock, none).ok());
+    EXPECT_TRUE(none.empty());
+    EXPECT_EQ(reader->reads(), ranges.size());
+    EXPECT_EQ(server->reads(), ranges.size());
 }
 
 TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
