@@ -63,6 +63,12 @@ Status for_each_chunk_in(const std::string& dir, Fn fn) {
     ::closedir(d);
     return Status::OK();
 }
+// What layout the chunks of a store's directory have, written there at its first open: a
+// daemon of another version refuses the directory rather than reading chunks it would take for
+// corrupt (every block would fail its checksum).
+constexpr char kLayoutFile[] = "/.layout";
+constexpr char kLayoutMark[] = "jobfs chunk layout 2: one file per chunk, 128 KiB of CRC32C entries, then the bytes\n";
+
 constexpr size_t kMaxOpenChunks = 256;
 // O_DIRECT's alignment of offset, length and memory (the page size covers every block size).
 constexpr size_t kDirectAlign = 4096;
@@ -319,6 +325,40 @@ struct ChunkStore::Impl {
     static uint64_t length_of(const struct stat& st) {
         return static_cast<uint64_t>(st.st_size) > kData ? static_cast<uint64_t>(st.st_size) - kData : 0;
     }
+    // The directory's chunks have this version's layout: it says so (kLayoutFile), or it holds
+    // no chunk yet and is marked now. Chunks without the mark are of the first layout (their
+    // checksums in a ".crc" file beside each).
+    Status check_layout() {
+        const std::string mark = dir + kLayoutFile;
+        std::string text(sizeof kLayoutMark + 64, '\0');
+        if (int fd = ::open(mark.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+            size_t got = 0;
+            const bool read = pread_all(fd, reinterpret_cast<uint8_t*>(text.data()), text.size(), 0, &got);
+            ::close(fd);
+            if (!read) return errno_status("read " + mark);
+            text.resize(got);
+            if (text == kLayoutMark) return Status::OK();
+            return Status(Code::invalid, "the chunks in " + dir + " are of another jobfs version (" + mark + ": \"" +
+                                             text.substr(0, text.find('\n')) +
+                                             "\"); start the daemon on an empty data directory");
+        } else if (errno != ENOENT) {
+            return errno_status("open " + mark);
+        }
+        uint64_t chunks = 0;
+        for (unsigned sub = 0; sub < 256; ++sub)
+            JOBFS_RETURN_IF_ERROR(for_each_chunk_in(subdir(sub), [&](ChunkId) { ++chunks; }));
+        if (chunks > 0)
+            return Status(Code::invalid, std::to_string(chunks) + " chunk file(s) in " + dir +
+                                             " are of an older jobfs (checksums in .crc files), which this version "
+                                             "cannot read; start the daemon on an empty data directory");
+        int fd = ::open(mark.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) return errno_status("create " + mark);
+        const bool wrote = pwrite_all(fd, reinterpret_cast<const uint8_t*>(kLayoutMark), sizeof kLayoutMark - 1, 0);
+        const int err = errno;
+        ::close(fd);
+        if (!wrote) return Status::from_errno(err, "write " + mark);
+        return Status::OK();
+    }
     Status write_crcs(const Open& o, uint64_t first_block, std::span<const CrcEntry> e) {
         if (!pwrite_all(o.data, reinterpret_cast<const uint8_t*>(e.data()), e.size_bytes(),
                         static_cast<off_t>(first_block * sizeof(CrcEntry))))
@@ -348,6 +388,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
     if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + data_dir);
     if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
     if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);
+    JOBFS_RETURN_IF_ERROR(impl->check_layout());
     if (direct_io) {
         // Some file systems (tmpfs before Linux 6.6) refuse O_DIRECT at open: then every write
         // goes through the page cache.

@@ -198,6 +198,37 @@ TEST(ChunkStore, EachChunkIsOneFileWithItsBytesAfterTheChecksums) {
     EXPECT_TRUE(std::equal(data.begin(), data.end(), file.begin() + ChunkStore::kDataOffset));
 }
 
+// A directory of chunks in another layout (an older jobfs's: a .crc file beside each chunk, no
+// layout mark; or another version's mark) is refused at open, with the reason, and left as it
+// is; a new directory is marked and opens again.
+TEST(ChunkStore, ChunksOfAnotherLayoutAreRefusedAtOpen) {
+    TempDir d;
+    {
+        auto st = ChunkStore::open(d.path(), kChunk);
+        ASSERT_TRUE(st.ok()) << st.status().to_string();
+        ASSERT_TRUE((*st)->write(ChunkId{3, 0}, 0, pattern(1000, 1)).ok());
+    }
+    auto again = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ(*(*again)->length(ChunkId{3, 0}), 1000u);
+
+    TempDir old;
+    fs::create_directories(old.path() + "/chunks/05");
+    std::ofstream(chunk_file(old.path(), ChunkId{5, 0})) << "old bytes";
+    std::ofstream(chunk_file(old.path(), ChunkId{5, 0}) + ".crc") << "old crcs";
+    auto refused = ChunkStore::open(old.path(), kChunk);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Code::invalid);
+    EXPECT_NE(refused.status().message().find("older jobfs"), std::string::npos) << refused.status().to_string();
+    EXPECT_FALSE(fs::exists(old.path() + "/chunks/.layout")); // not marked: still refused next time
+    EXPECT_FALSE(ChunkStore::open(old.path(), kChunk).ok());
+
+    std::ofstream(d.path() + "/chunks/.layout", std::ios::trunc) << "jobfs chunk layout 3: something else\n";
+    auto other = ChunkStore::open(d.path(), kChunk);
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(other.status().message().find("jobfs chunk layout 3"), std::string::npos) << other.status().to_string();
+}
+
 TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     TempDir d;
     auto st = ChunkStore::open(d.path(), 4 << 20);
