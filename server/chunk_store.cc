@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "file_util.h"
 #include "log.h"
 
 namespace jobfs::server {
@@ -351,13 +352,8 @@ struct ChunkStore::Impl {
             return Status(Code::invalid, std::to_string(chunks) + " chunk file(s) in " + dir +
                                              " are of an older jobfs (checksums in .crc files), which this version "
                                              "cannot read; start the daemon on an empty data directory");
-        int fd = ::open(mark.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0) return errno_status("create " + mark);
-        const bool wrote = pwrite_all(fd, reinterpret_cast<const uint8_t*>(kLayoutMark), sizeof kLayoutMark - 1, 0);
-        const int err = errno;
-        ::close(fd);
-        if (!wrote) return Status::from_errno(err, "write " + mark);
-        return Status::OK();
+        // Whole or not at all: a mark cut short by a crash would refuse the directory next time.
+        return transport::write_file_atomically(mark, kLayoutMark);
     }
     Status write_crcs(const Open& o, uint64_t first_block, std::span<const CrcEntry> e) {
         if (!pwrite_all(o.data, reinterpret_cast<const uint8_t*>(e.data()), e.size_bytes(),
@@ -534,7 +530,6 @@ Result<ChunkStore::View> ChunkStore::describe(ChunkId id, uint64_t offset, uint6
     struct stat st {};
     if (::fstat(f.data, &st) != 0) return errno_status("stat chunk " + impl_->path(id));
     v.length = Impl::length_of(st);
-    v.data_offset = kData;
     v.file_dev = static_cast<uint64_t>(st.st_dev);
     v.file_ino = static_cast<uint64_t>(st.st_ino);
     if (offset >= v.length) return v;

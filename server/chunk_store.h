@@ -98,8 +98,7 @@ public:
     // What a local reader (docs/design.md, "Local reads") needs to read [offset, offset + size)
     // of the chunk from its file itself and check it, without this daemon touching the bytes.
     struct View {
-        uint64_t length = 0;       // the chunk's length (0: no such chunk)
-        uint64_t data_offset = 0;  // where the chunk's bytes start in its file (kDataOffset)
+        uint64_t length = 0;       // the chunk's length (0: no such chunk); its bytes start at kDataOffset
         std::vector<uint32_t> crcs; // stored CRC32C of every block the range touches, from offset's
         std::vector<uint32_t> holes; // indexes (into crcs) of blocks never written
         uint64_t file_dev = 0, file_ino = 0; // the chunk file (fstat), to match a reader's descriptor

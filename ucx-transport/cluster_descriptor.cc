@@ -1,9 +1,6 @@
 #include "cluster_descriptor.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include "file_util.h"
 
 namespace jobfs::transport {
 
@@ -16,23 +13,7 @@ std::string format_cluster_descriptor(const std::vector<std::string>& daemons, c
 
 Status write_cluster_descriptor(const std::string& path, const std::vector<std::string>& daemons,
                                 const std::string& secret) {
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::from_errno(errno, "create " + tmp);
-    std::string text = format_cluster_descriptor(daemons, secret);
-    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-    int err = errno;
-    ::close(fd);
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        return Status::from_errno(err, "write " + tmp);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        err = errno;
-        ::unlink(tmp.c_str());
-        return Status::from_errno(err, "rename to " + path);
-    }
-    return Status::OK();
+    return write_file_atomically(path, format_cluster_descriptor(daemons, secret));
 }
 
 } // namespace jobfs::transport

@@ -11,6 +11,7 @@ ucx_transport_libjobfs_transport_la_SOURCES = \
 	ucx-transport/transport_protocol.h \
 	ucx-transport/worker.h ucx-transport/worker.cc \
 	ucx-transport/cluster_descriptor.h ucx-transport/cluster_descriptor.cc \
+	ucx-transport/file_util.h ucx-transport/file_util.cc \
 	ucx-transport/hostlist.h ucx-transport/hostlist.cc \
 	ucx-transport/priority.h ucx-transport/priority.cc \
 	ucx-transport/local_read_socket.h ucx-transport/local_read_socket.cc \
