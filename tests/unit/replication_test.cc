@@ -32,6 +32,14 @@ using server::ChunkStore; // its file layout, to corrupt copies on disk
 using test::pattern;
 namespace fs = std::filesystem;
 
+// The bytes a chunk file holds past its checksums (empty if it is missing or holds none).
+std::vector<uint8_t> chunk_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
+    if (file.size() <= ChunkStore::kDataOffset) return {};
+    return std::vector<uint8_t>(file.begin() + ChunkStore::kDataOffset, file.end());
+}
+
 std::string jobfsd_path() { return jobfs::test::build_tree_program("server/jobfsd"); }
 
 // Three daemons started with `args` under `dir`, and a client of them.
@@ -191,10 +199,9 @@ TEST_P(ReplicationTest, EveryChunkIsStoredOnEveryDaemonOfItsChain) {
                 EXPECT_FALSE(fs::exists(p)) << p;
                 continue;
             }
-            std::ifstream in(p, std::ios::binary);
-            std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
-            ASSERT_EQ(disk.size(), ChunkStore::kDataOffset + len) << p;
-            EXPECT_TRUE(std::equal(disk.begin() + ChunkStore::kDataOffset, disk.end(), data.begin() + i * cs)) << p;
+            const auto disk = chunk_bytes(p);
+            ASSERT_EQ(disk.size(), len) << p;
+            EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) << p;
         }
     }
     for (int k = 0; k < 3; ++k) {
@@ -269,11 +276,8 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
     }
     size_t repaired = 0;
     for (auto& [rank, i] : corrupted) {
-        std::ifstream in(chunk_path(rank, *ino, i), std::ios::binary);
-        std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
-        if (disk.size() == ChunkStore::kDataOffset + cs &&
-            std::equal(disk.begin() + ChunkStore::kDataOffset, disk.end(), data.begin() + i * cs))
-            repaired++;
+        const auto disk = chunk_bytes(chunk_path(rank, *ino, i));
+        if (disk.size() == cs && std::equal(disk.begin(), disk.end(), data.begin() + i * cs)) repaired++;
     }
     EXPECT_EQ(repaired, corrupted.size());
     std::string logs;
@@ -380,11 +384,9 @@ TEST(ReplicationScrub, FindsAndRepairsCorruptAndDifferingCopies) {
     EXPECT_EQ(rep->unrepaired, 0u);
     EXPECT_EQ(rep->unreachable, 0u);
     for (auto [rank, index] : {std::pair{c0.head(), uint64_t{0}}, std::pair{c3.head(), uint64_t{3}}}) {
-        std::ifstream in(chunk_file(rank, index), std::ios::binary);
-        std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
-        ASSERT_EQ(disk.size(), ChunkStore::kDataOffset + (1u << 20));
-        EXPECT_TRUE(std::equal(disk.begin() + ChunkStore::kDataOffset, disk.end(), data.begin() + (index << 20)))
-            << "chunk " << index;
+        const auto disk = chunk_bytes(chunk_file(rank, index));
+        ASSERT_EQ(disk.size(), 1u << 20);
+        EXPECT_TRUE(std::equal(disk.begin(), disk.end(), data.begin() + (index << 20))) << "chunk " << index;
     }
     auto again = scrub(cl, "/d");
     ASSERT_TRUE(again.ok());
@@ -694,10 +696,7 @@ bool wait_daemon_state(Client& cl, uint32_t rank, uint8_t want, std::chrono::sec
 std::vector<uint8_t> chunk_on_disk(const std::string& dir, uint32_t rank, uint64_t ino, uint64_t index) {
     char name[64];
     std::snprintf(name, sizeof name, "/%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
-    std::ifstream in(dir + "/data" + std::to_string(rank) + "/chunks" + name, std::ios::binary);
-    std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
-    if (file.size() <= ChunkStore::kDataOffset) return {};
-    return std::vector<uint8_t>(file.begin() + ChunkStore::kDataOffset, file.end());
+    return chunk_bytes(dir + "/data" + std::to_string(rank) + "/chunks" + name);
 }
 
 // Checks that daemon 2 of 3 (1 MiB chunks, 2 copies) holds, for every chunk of inode `ino` its
