@@ -327,6 +327,17 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         return r;
     }
 
+    // After a reply sent from another thread (under the lock): whether the progress thread
+    // must wake for it. A send UCX completed at once leaves nothing to progress; if more
+    // traffic comes, the UCX event fd the progress thread sleeps on (armed) wakes it. Waking
+    // it anyway cost a thread switch per request (about one in four of a daemon's switches
+    // while staging in small objects). A send still in flight needs progress and a sleep of
+    // at most a millisecond (next_timeout_ms); a connection closed after its reply needs the
+    // progress thread too.
+    bool reply_left_work(const EndpointState& conn) const {
+        return replies_in_flight > 0 || conn.close_after_reply || conn.closing || !deferred.empty();
+    }
+
     // Runs fn under the lock, then wakes the progress thread to carry on what fn started.
     bool run_and_nudge(const std::function<void()>& fn) {
         bool ran = with_lock(fn);
@@ -1682,10 +1693,13 @@ void ServerCall::reply(const Status& error) const {
     auto im = in_->impl.lock();
     if (!im) return;
     warn_if_slow(*in_);
-    im->run_and_nudge([im, in = in_, error] {
+    bool left_work = false;
+    im->with_lock([im, in = in_, &error, &left_work] {
         if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
         im->send_reply(in->conn, in->id, in->opcode, error, {}, {});
+        left_work = im->reply_left_work(*in->conn);
     });
+    if (left_work) im->nudge();
 }
 
 void ServerCall::reply(Bytes message, OutBulk bulk) const {
@@ -1693,10 +1707,13 @@ void ServerCall::reply(Bytes message, OutBulk bulk) const {
     auto im = in_->impl.lock();
     if (!im) return;
     warn_if_slow(*in_);
-    im->run_and_nudge([im, in = in_, message = std::move(message), bulk = std::move(bulk)]() mutable {
+    bool left_work = false;
+    im->with_lock([im, in = in_, &message, &bulk, &left_work] {
         if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
         im->send_reply(in->conn, in->id, in->opcode, Status::OK(), std::move(message), std::move(bulk));
+        left_work = im->reply_left_work(*in->conn);
     });
+    if (left_work) im->nudge();
 }
 
 // ---- MemoryRegion ---------------------------------------------------------------------------

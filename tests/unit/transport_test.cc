@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <random>
 
@@ -440,6 +441,67 @@ TEST(TransportBusyPoll, ServesThenFallsAsleep) {
     EXPECT_LT(usec(b) - usec(a), 100000) << "CPU used while idle after busy polling";
     EXPECT_LT((*server)->stats().wakeups + (*client)->stats().wakeups - wake0, 50u);
     EXPECT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"after sleep", 3}).ok());
+}
+
+// A server whose Echo replies come from a thread of its own (as a daemon's pool answers), after
+// `delay`: what the thread switches of a busy daemon and its clients are made of.
+struct ReplyingThread {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<transport::ServerCall, EchoRequest>> q;
+    bool stop = false;
+    std::chrono::microseconds delay{0};
+    std::thread t{[this] {
+        std::unique_lock lk(mu);
+        for (;;) {
+            cv.wait(lk, [&] { return stop || !q.empty(); });
+            if (q.empty()) return;
+            auto [c, r] = std::move(q.front());
+            q.pop_front();
+            lk.unlock();
+            if (delay.count() > 0) std::this_thread::sleep_for(delay);
+            rpc::reply<Echo>(c, EchoResponse{r.text, r.seq, "replier"});
+            lk.lock();
+        }
+    }};
+    explicit ReplyingThread(transport::Worker& w) {
+        rpc::serve<Echo>(w, [this](transport::ServerCall c, EchoRequest&& r) {
+            std::lock_guard lk(mu);
+            q.emplace_back(std::move(c), std::move(r));
+            cv.notify_one();
+        });
+    }
+    ~ReplyingThread() {
+        {
+            std::lock_guard lk(mu);
+            stop = true;
+        }
+        cv.notify_one();
+        t.join();
+    }
+};
+
+// A reply sent from another thread that UCX completed at once leaves the server's progress
+// thread asleep: one wake-up per request (its arrival), not two (fails with a nudge per reply).
+TEST(TransportWakeups, AReplyFromAnotherThreadDoesNotWakeTheProgressThread) {
+    auto server = make_worker("server");
+    auto client = make_worker("client");
+    ASSERT_TRUE(server && client);
+    ReplyingThread replier(*server);
+    auto port = server->listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok());
+    auto ep = client->connect("127.0.0.1", *port);
+    ASSERT_TRUE(ep.ok());
+    ASSERT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"warm", 0}).ok());
+    constexpr int kCalls = 400;
+    const uint64_t wake0 = server->stats().wakeups;
+    for (int i = 1; i <= kCalls; ++i) {
+        auto r = rpc::call<Echo>(*ep, EchoRequest{"x", static_cast<uint64_t>(i)});
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        ASSERT_EQ(r->seq, static_cast<uint64_t>(i));
+    }
+    const uint64_t wakeups = server->stats().wakeups - wake0;
+    EXPECT_LT(wakeups, kCalls * 3 / 2) << "server progress-thread wake-ups for " << kCalls << " calls";
 }
 
 TEST(TransportConnect, RefusedWhenNobodyListens) {
