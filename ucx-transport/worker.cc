@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -246,6 +247,13 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     bool stopping = false;  // the destructor runs: new operations are refused
     bool stopped = false;   // UCX objects are gone
     int callers_active = 0; // threads driving progress while they wait for their own call
+    // The wake-up fds of those callers, and the one that sleeps on the UCX event fd for them
+    // all (-1: none yet). The others sleep on their own fd only: finish() wakes a caller whose
+    // call another thread completed, and a poller that leaves hands the role on. (When every
+    // caller polled the event fd, each event woke all of them, to fight for the lock and find
+    // their calls not done: stage-in's 8 writers made 19 thread switches per small object.)
+    std::vector<int> caller_fds;
+    int poller_fd = -1;
     bool efd_in_epoll = true;
     // With busy polling, the last caller keeps the UCX event fd away from the progress thread
     // until this time, so that back-to-back calls do not wake it (see drive_until).
@@ -260,7 +268,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     int replies_in_flight = 0; // reply sends UCX has not completed (teardown waits for them)
     int receives_in_flight = 0; // request bulk / message receives UCX has not completed
 
-    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_malformed{0}, st_accepted{0};
+    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_caller_wakeups{0}, st_malformed{0}, st_accepted{0};
 
     static thread_local Impl* current; // the Impl whose progress thread this is
 
@@ -685,7 +693,11 @@ void Worker::Impl::loop() {
             if (s != UCS_OK) JOBFS_ERROR("ucp_worker_arm: %s", ucs_status_string(s));
         }
         int timeout = next_timeout_ms();
-        if (!efd_in_epoll && (timeout < 0 || timeout > 1)) timeout = 1; // check back soon
+        // Without the event fd: while callers drive progress, their poller ticks (see
+        // drive_until), and the last one hands the fd back (epoll then reports it if ready);
+        // in a busy-poll grace, check back soon to take it back.
+        if (!efd_in_epoll)
+            timeout = callers_active > 0 ? kIdleTickMs : (timeout < 0 || timeout > 1) ? 1 : timeout;
         sleeping.store(true);
         l.unlock();
         int n = epoll_wait(epfd, evs, 4, timeout);
@@ -709,22 +721,40 @@ void Worker::Impl::drive_until(const std::atomic<int>& done, Locked& l) {
         epoll_ctl(epfd, EPOLL_CTL_DEL, ucp_efd, nullptr);
         efd_in_epoll = false;
     }
+    const int my_fd = thread_wake_fd();
+    caller_fds.push_back(my_fd);
     auto spin_until = Clock::now() + opts.busy_poll;
     while (!done.load(std::memory_order_acquire)) {
         if (progress_once()) continue;
         if (done.load(std::memory_order_acquire) || stopped) break;
         if (Clock::now() < spin_until) continue;
-        ucs_status_t s = ucp_worker_arm(worker);
-        if (s == UCS_ERR_BUSY) continue;
-        int timeout = next_timeout_ms();
-        pollfd fds[2] = {{ucp_efd, POLLIN, 0}, {thread_wake_fd(), POLLIN, 0}};
+        if (poller_fd < 0) poller_fd = my_fd;
+        const bool polls = poller_fd == my_fd;
+        if (polls) {
+            ucs_status_t s = ucp_worker_arm(worker);
+            if (s == UCS_ERR_BUSY) continue;
+        }
+        // The poller ticks for everyone (next_timeout_ms: deadlines, and UCX's unsignalled
+        // sends); a caller that does not poll is woken for its call, or to take the role on.
+        int timeout = polls ? next_timeout_ms() : kIdleTickMs;
+        pollfd fds[2] = {{my_fd, POLLIN, 0}, {ucp_efd, POLLIN, 0}};
         l.unlock();
-        if (::poll(fds, 2, timeout) > 0 && (fds[1].revents & POLLIN)) {
+        if (::poll(fds, polls ? 2 : 1, timeout) > 0 && (fds[0].revents & POLLIN)) {
             uint64_t v;
-            ssize_t rc = ::read(fds[1].fd, &v, sizeof v);
+            ssize_t rc = ::read(my_fd, &v, sizeof v);
             (void)rc;
         }
         l.relock();
+        st_caller_wakeups++;
+    }
+    caller_fds.erase(std::find(caller_fds.begin(), caller_fds.end(), my_fd));
+    if (poller_fd == my_fd) {
+        poller_fd = -1;
+        if (!caller_fds.empty()) { // the next one polls: it wakes, finds no poller, takes the role
+            uint64_t one = 1;
+            ssize_t rc = ::write(caller_fds.front(), &one, sizeof one);
+            (void)rc;
+        }
     }
     if (--callers_active == 0 && !stopped) {
         if (opts.busy_poll.count() > 0) {
@@ -1517,6 +1547,7 @@ WorkerStats Worker::stats() const {
     s.calls_started = impl_->st_calls;
     s.requests_served = impl_->st_served;
     s.wakeups = impl_->st_wakeups;
+    s.caller_wakeups = impl_->st_caller_wakeups;
     s.malformed_frames = impl_->st_malformed;
     s.connections_accepted = impl_->st_accepted;
     return s;

@@ -504,6 +504,41 @@ TEST(TransportWakeups, AReplyFromAnotherThreadDoesNotWakeTheProgressThread) {
     EXPECT_LT(wakeups, kCalls * 3 / 2) << "server progress-thread wake-ups for " << kCalls << " calls";
 }
 
+// Threads waiting for their calls at the same time share one poller of UCX's event fd; the
+// others sleep until their own call is done. Each event used to wake every waiting thread
+// (fails without the single poller: about as many wake-ups as threads per call), and the
+// progress thread ticked every millisecond meanwhile.
+TEST(TransportWakeups, ConcurrentCallersShareOnePoller) {
+    auto server = make_worker("server");
+    auto client = make_worker("client");
+    ASSERT_TRUE(server && client);
+    ReplyingThread replier(*server);
+    replier.delay = 200us; // calls overlap: their callers sleep
+    auto port = server->listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok());
+    auto ep = client->connect("127.0.0.1", *port);
+    ASSERT_TRUE(ep.ok());
+    ASSERT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"warm", 0}).ok());
+    constexpr int kThreads = 8, kCallsEach = 100;
+    const auto before = client->stats();
+    std::atomic<int> failed{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&, t] {
+            for (int i = 0; i < kCallsEach; ++i) {
+                const uint64_t seq = uint64_t(t) << 32 | uint64_t(i);
+                auto r = rpc::call<Echo>(*ep, EchoRequest{"c", seq});
+                if (!r.ok() || r->seq != seq) ++failed;
+            }
+        });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(failed.load(), 0);
+    const auto after = client->stats();
+    const uint64_t calls = kThreads * kCallsEach;
+    EXPECT_LT(after.caller_wakeups - before.caller_wakeups, calls * 3) << "callers' wake-ups for " << calls << " calls";
+    EXPECT_LT(after.wakeups - before.wakeups, calls / 4) << "client progress-thread wake-ups";
+}
+
 TEST(TransportConnect, RefusedWhenNobodyListens) {
     auto client = make_worker("client");
     // Find a port nobody listens on: bind a listener, note its port, stop it.
