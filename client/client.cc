@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace jobfs::client {
@@ -195,18 +196,24 @@ Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& pa
     if (!parts.ok()) return parts.status();
     if (parts->empty()) return Status(Code::invalid, "the root has no parent");
     if (parts->size() == 1) return std::make_pair(kRoot, parts->back());
-    const std::string dir = joined(*parts, parts->size() - 1);
+    auto d = dir_ino(joined(*parts, parts->size() - 1), cached, use_cache);
+    if (!d.ok()) return d.status();
+    return std::make_pair(*d, parts->back());
+}
+
+Result<uint64_t> Client::dir_ino(const std::string& dir, bool* cached, bool use_cache) {
+    if (cached) *cached = false;
     if (use_cache) {
         if (auto ino = dir_cache_get(dir)) {
             if (cached) *cached = true;
-            return std::make_pair(*ino, parts->back());
+            return *ino;
         }
     }
     auto d = walk(dir, true, 0, use_cache);
     if (!d.ok()) return d.status();
     if (d->type != 2) return Status(Code::not_dir, dir + " is not a directory");
     dir_cache_put(dir, d->ino);
-    return std::make_pair(d->ino, parts->back());
+    return d->ino;
 }
 
 template <class Op>
@@ -301,6 +308,67 @@ Status Client::rename(const std::string& from, const std::string& to, uint32_t f
     if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1)
         return release_data(r->replaced->attr, to);
     return Status::OK();
+}
+
+Result<std::vector<Status>> Client::rename_in_dir(const std::string& dir,
+                                                  const std::vector<std::pair<std::string, std::string>>& names,
+                                                  uint32_t flags) {
+    auto parts = components(dir);
+    if (!parts.ok()) return with_path(parts.status(), "rename in", dir);
+    const std::string d = joined(*parts, parts->size());
+    const std::string prefix = d == "/" ? "/" : d + "/";
+    std::vector<Status> out(names.size());
+    // Requests go out for the entries whose names are single components, in order.
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < names.size(); ++i) {
+        const auto& [a, b] = names[i];
+        const bool one = !a.empty() && !b.empty() && a.find('/') == std::string::npos && b.find('/') == std::string::npos;
+        if (one) todo.push_back(i);
+        else out[i] = Status(Code::invalid, "rename " + prefix + a + " to " + prefix + b + ": not a name in " + d);
+    }
+    for (size_t first = 0; first < todo.size(); first += proto::kMaxRenamesInDir) {
+        const size_t n = std::min<size_t>(proto::kMaxRenamesInDir, todo.size() - first);
+        proto::RenameInDirRequest req;
+        req.cred = cred_;
+        req.flags = flags;
+        for (size_t k = 0; k < n; ++k) {
+            const auto& [a, b] = names[todo[first + k]];
+            req.entries.push_back(proto::RenameInDirEntry{a, b});
+        }
+        Result<proto::RenameInDirResponse> r = Status(Code::internal, "unset");
+        for (bool use_cache : {true, false}) {
+            bool cached = false;
+            auto ino = dir_ino(d, &cached, use_cache);
+            if (!ino.ok()) return with_path(ino.status(), "rename in", d);
+            req.parent = *ino;
+            r = meta_call<proto::RenameInDir>(*io_, *ino, req);
+            // A cached directory removed meanwhile: every entry comes back not found.
+            const bool all_stale = r.ok() && std::all_of(r->outcomes.begin(), r->outcomes.end(), [](const auto& o) {
+                return stale(Status(static_cast<Code>(o.code), o.message));
+            });
+            if (!cached || !(all_stale || (!r.ok() && stale(r.status())))) break;
+            dir_cache_forget(d);
+        }
+        if (r.ok() && r->outcomes.size() != n)
+            r = Status(Code::protocol, std::to_string(r->outcomes.size()) + " outcomes for " + std::to_string(n) + " renames");
+        for (size_t k = 0; k < n; ++k) {
+            const size_t i = todo[first + k];
+            const std::string from = prefix + names[i].first, to = prefix + names[i].second;
+            for (const std::string& p : {from, to}) dir_cache_forget(p);
+            if (!r.ok()) {
+                out[i] = with_path(r.status(), "rename " + from + " to", to);
+                continue;
+            }
+            const proto::RenameOutcome& o = r->outcomes[k];
+            if (o.code != 0) {
+                out[i] = with_path(Status(static_cast<Code>(o.code), o.message), "rename " + from + " to", to);
+                continue;
+            }
+            if (o.replaced && o.replaced->last_link && o.replaced->attr.type == 1)
+                out[i] = release_data(o.replaced->attr, to);
+        }
+    }
+    return out;
 }
 
 Result<std::vector<proto::DirEntry>> Client::list(const std::string& path) {

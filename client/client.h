@@ -98,6 +98,13 @@ public:
     // last close (as POSIX has it for one process; see libjobfs(3) for other processes).
     Status unlink(const std::string& path);
     Status rename(const std::string& from, const std::string& to, uint32_t flags = 0);
+    // Renames entries of directory `dir`, {old name, new name} each (one component, no '/'),
+    // as rename(dir/old, dir/new, flags) would one by one, in requests of up to
+    // proto::kMaxRenamesInDir entries instead of one each. A Status per entry, in order; the
+    // Result fails only when dir itself cannot be resolved.
+    Result<std::vector<Status>> rename_in_dir(const std::string& dir,
+                                              const std::vector<std::pair<std::string, std::string>>& names,
+                                              uint32_t flags = 0);
     Result<std::vector<proto::DirEntry>> list(const std::string& path);
     Result<proto::Attr> symlink(const std::string& target, const std::string& path);
     Status truncate(const std::string& path, uint64_t size);
@@ -165,6 +172,8 @@ private:
     // whether the directory came from the directory cache.
     Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path, bool* cached = nullptr,
                                                        bool use_cache = true);
+    // The inode of directory `dir` (lexical path, at least one component), as parent_of.
+    Result<uint64_t> dir_ino(const std::string& dir, bool* cached, bool use_cache);
     Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0, bool use_cache = true);
     // open(), and create() when init is given.
     Result<std::unique_ptr<File>> open_or_create(const std::string& path, int flags, uint32_t mode,

@@ -382,6 +382,27 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (res->replaced) out.replaced = to_wire(*res->replaced);
         return out;
     });
+    serve_on_pool<proto::RenameInDir>(w, *cpool, [im](const proto::RenameInDirRequest& r)
+                                                    -> Result<proto::RenameInDirResponse> {
+        JOBFS_SERVE(r.parent);
+        if (r.entries.size() > proto::kMaxRenamesInDir)
+            return Status(Code::invalid, std::to_string(r.entries.size()) + " renames in one request (at most " +
+                                             std::to_string(proto::kMaxRenamesInDir) + ")");
+        const Cred cred = from_wire(r.cred);
+        proto::RenameInDirResponse out;
+        for (const auto& e : r.entries) {
+            auto res = co.rename(cred, r.parent, e.old_name, r.parent, e.new_name, r.flags);
+            proto::RenameOutcome o;
+            if (!res.ok()) {
+                o.code = static_cast<int32_t>(res.status().code());
+                o.message = res.status().message();
+            } else if (res->replaced) {
+                o.replaced = to_wire(*res->replaced);
+            }
+            out.outcomes.push_back(std::move(o));
+        }
+        return out;
+    });
     serve_on_pool<proto::Readdir>(w, pool, [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
         JOBFS_SERVE(r.ino);
         auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);

@@ -346,6 +346,33 @@ struct RenameResponse {
     JOBFS_FIELDS(replaced)
 };
 
+// Renames inside one directory, each as Rename would make it alone, in order, in one request
+// (stage-in puts the files it wrote under temporary names in place by the batch). Each entry
+// gets its own outcome; one that fails does not stop the others.
+constexpr uint32_t kMaxRenamesInDir = 256;
+struct RenameInDirEntry {
+    std::string old_name;
+    std::string new_name;
+    JOBFS_FIELDS(old_name, new_name)
+};
+struct RenameInDirRequest {
+    Cred cred;
+    uint64_t parent = 0;
+    uint32_t flags = 0; // as RenameRequest's, for every entry
+    std::vector<RenameInDirEntry> entries;
+    JOBFS_FIELDS(cred, parent, flags, entries)
+};
+struct RenameOutcome {
+    int32_t code = 0;    // a Code; 0: renamed
+    std::string message; // why not
+    std::optional<UnlinkResponse> replaced;
+    JOBFS_FIELDS(code, message, replaced)
+};
+struct RenameInDirResponse {
+    std::vector<RenameOutcome> outcomes; // one per entry, in order
+    JOBFS_FIELDS(outcomes)
+};
+
 struct ReaddirRequest {
     Cred cred;
     uint64_t ino = 0;
@@ -526,6 +553,7 @@ JOBFS_RPC(Getxattr, 63, XattrRequest, XattrValue);
 JOBFS_RPC(Listxattr, 64, XattrRequest, XattrList);
 JOBFS_RPC(Removexattr, 65, XattrRequest, Empty);
 JOBFS_RPC(MetaCounts, 66, Empty, CountsResponse);
+JOBFS_RPC(RenameInDir, 67, RenameInDirRequest, RenameInDirResponse);
 JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
 JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
 JOBFS_RPC(PeerLookupDentry, 82, NameRequest, DirEntry);

@@ -787,6 +787,54 @@ TEST_F(ClientTest, RenameAcrossDaemonsMovesNamesDataAndDirectories) {
     EXPECT_EQ(client->stat(dst + "/moved/other").status().code(), Code::not_found);
 }
 
+// Renames inside one directory by the batch: every entry as rename() would make it alone, an
+// outcome each, one failing entry stopping none of the others, a replaced file's data gone.
+TEST_F(ClientTest, RenamesInOneDirectoryGoByTheBatchWithAnOutcomeEach) {
+    ASSERT_TRUE(client->mkdir("/batch").ok());
+    ASSERT_TRUE(client->mkdir("/batch/sub").ok());
+    std::vector<std::pair<std::string, std::string>> names;
+    for (int i = 0; i < 300; ++i) { // more than one request's worth (kMaxRenamesInDir)
+        const std::string n = std::to_string(i);
+        ASSERT_TRUE(write_file("/batch/.tmp" + n, pattern(1000 + i, i)).ok());
+        names.emplace_back(".tmp" + n, "f" + n);
+    }
+    names.emplace_back(".missing", "f-none");   // not_found
+    names.emplace_back(".tmp0", "f0-again");    // renamed already, earlier in this batch
+    names.emplace_back("f1", "sub");            // a file over a directory: is_dir
+    names.emplace_back("a/b", "c");             // not a name in the directory: invalid
+    auto chunk_files = [&] {
+        size_t n = 0;
+        for (auto& e : fs::recursive_directory_iterator(dir))
+            if (e.is_regular_file() && e.path().parent_path().parent_path().filename() == "chunks") ++n;
+        return n;
+    };
+    const size_t chunks_before = chunk_files();
+    ASSERT_TRUE(write_file("/batch/f7", pattern(5 << 20, 99)).ok()); // replaced: its chunks go
+    ASSERT_GT(chunk_files(), chunks_before);
+    auto r = client->rename_in_dir("/batch", names);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->size(), names.size());
+    for (int i = 0; i < 300; ++i) {
+        const std::string n = std::to_string(i);
+        ASSERT_TRUE((*r)[i].ok()) << (*r)[i].to_string();
+        EXPECT_EQ(client->stat("/batch/.tmp" + n).status().code(), Code::not_found);
+        ASSERT_EQ(*read_file("/batch/f" + n), pattern(1000 + i, i)) << n;
+    }
+    EXPECT_EQ((*r)[300].code(), Code::not_found) << (*r)[300].to_string();
+    EXPECT_NE((*r)[300].message().find("/batch/.missing"), std::string::npos) << (*r)[300].message();
+    EXPECT_EQ((*r)[301].code(), Code::not_found);
+    EXPECT_EQ((*r)[302].code(), Code::is_dir) << (*r)[302].to_string();
+    EXPECT_EQ((*r)[303].code(), Code::invalid) << (*r)[303].to_string();
+    EXPECT_EQ(chunk_files(), chunks_before) << "the replaced file's chunks";
+    EXPECT_EQ(client->stat("/batch/sub")->type, 2u);
+    EXPECT_EQ(client->list("/batch")->size(), 301u); // f0..f299 and sub
+    // An unknown directory fails the whole call, with its name.
+    auto bad = client->rename_in_dir("/nowhere", {{"a", "b"}});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::not_found);
+    EXPECT_NE(bad.status().message().find("/nowhere"), std::string::npos) << bad.status().message();
+}
+
 TEST_F(ClientTest, UnlinkOfAnOpenFileKeepsItsDataUntilTheLastClose) {
     ASSERT_TRUE(write_file("/open", pattern(2 << 20, 14)).ok());
     auto f = client->open("/open", O_RDWR);
