@@ -113,6 +113,20 @@ check "the message names the object and NoSuchKey" grep -q "stage-in of s3://bkt
 check "no file and no manifest for the incomplete copy" sh -c "! '$J' stat '/del/alpha/$victim' >/dev/null 2>&1 && ! '$J' stat /del/.jobfs-stage-manifest >/dev/null 2>&1"
 check "the other objects were copied" sh -c "'$J' cp 'jobfs:/del/alpha/$other' '$tmp/o2' && cmp '$tmp/o2' '$src/set 2/alpha/$other'"
 
+# A final name held by a directory in jobfs: the files are put in place by the batch (one
+# rename request per directory's batch); the one that cannot be fails by name, its temporary
+# file goes, the others of its batch are in place, and no manifest claims completeness.
+third=$(cd "$src/set 2" && ls alpha | sed -n 3p)
+"$J" mkdir -p "/clash/alpha/$other" > /dev/null
+"$J" cp "$src/set 2/alpha/$third" "jobfs:/clash/alpha/$other/keep" > /dev/null
+"$J" stage-in s3://bkt/del/ jobfs:/clash/ --progress none > "$tmp/c.out" 2> "$tmp/c.err"
+check "a final name held by a directory: exit 1" test $? -eq 1
+check "the message names the object and the directory in the way" grep -q "stage-in of s3://bkt/del/alpha/$other failed: rename jobfs:/clash/alpha/.*alpha/$other: .*directory" "$tmp/c.err"
+check "no temporary file is left in its directory" sh -c "! '$J' ls -a /clash/alpha | grep -q jobfs-stage"
+check "the directory in the way is untouched" sh -c "'$J' cp 'jobfs:/clash/alpha/$other/keep' '$tmp/k' && cmp '$tmp/k' '$src/set 2/alpha/$third'"
+check "the other objects of the directory are in place, byte-exact" sh -c "'$J' cp 'jobfs:/clash/alpha/$third' '$tmp/o3' && cmp '$tmp/o3' '$src/set 2/alpha/$third' && [ \$('$J' ls /clash/alpha | wc -l) -eq \$(( \$(ls '$src/set 2/alpha' | wc -l) - 1 )) ]"
+check "no manifest for the incomplete copy" sh -c "! '$J' stat /clash/.jobfs-stage-manifest >/dev/null 2>&1"
+
 # A file that changes between its digest and its upload. Stage-out streams a file's PUT (or
 # part) from the file in two passes: the digests, then the body as it is sent; the server's
 # ETag (the MD5 of what it stored; s3rver does not check Content-MD5) must then differ from

@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "client/client.h"
@@ -173,10 +175,68 @@ private:
 
 // ---- jobfs -------------------------------------------------------------------------------
 
+// Files written whole under temporary names, waiting to be renamed into place: by directory,
+// kBatch to a request (Client::rename_in_dir) instead of one request each. Stage-in of small
+// objects made three requests per object (create, write, rename); the rename's share goes.
+// The files are visible under their temporary names meanwhile, as while they are written.
+class RenameBatches {
+public:
+    static constexpr size_t kBatch = 32;
+    explicit RenameBatches(client::Client& c) : c_(c) {}
+    ~RenameBatches() { flush(); }
+    // tmp and final in the same directory; done(outcome) runs once the batch went.
+    void add(const std::string& tmp, const std::string& final, std::function<void(Status)> done) {
+        const std::string dir = parent_of(final);
+        std::vector<Pending> full;
+        {
+            std::lock_guard lk(mu_);
+            auto& v = by_dir_[dir];
+            v.push_back(Pending{base_of(tmp), base_of(final), std::move(done)});
+            if (v.size() < kBatch) return;
+            full.swap(v);
+            by_dir_.erase(dir);
+        }
+        send(dir, full);
+    }
+    void flush() {
+        std::map<std::string, std::vector<Pending>> all;
+        {
+            std::lock_guard lk(mu_);
+            all.swap(by_dir_);
+        }
+        for (auto& [dir, v] : all) send(dir, v);
+    }
+
+private:
+    struct Pending {
+        std::string tmp, final;  // names in the directory
+        std::function<void(Status)> done;
+    };
+    static std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+    void send(const std::string& dir, std::vector<Pending>& batch) {
+        std::vector<std::pair<std::string, std::string>> names;
+        for (const auto& p : batch) names.emplace_back(p.tmp, p.final);
+        auto r = c_.rename_in_dir(dir, names);
+        const std::string slash = dir == "/" ? "/" : dir + "/";
+        for (size_t i = 0; i < batch.size(); ++i) {
+            Status s = r.ok() ? (*r)[i] : r.status();
+            if (!s.ok()) {
+                s = s.with_context("rename jobfs:" + slash + batch[i].tmp);
+                (void)c_.unlink(slash + batch[i].tmp);
+            }
+            batch[i].done(s);
+        }
+    }
+    client::Client& c_;
+    std::mutex mu_;
+    std::map<std::string, std::vector<Pending>> by_dir_;
+};
+
 class JobfsWrite : public WriteHandle {
 public:
-    JobfsWrite(client::Client& c, std::unique_ptr<client::File> f, std::string tmp, std::string final)
-        : c_(c), f_(std::move(f)), tmp_(std::move(tmp)), final_(std::move(final)) {}
+    JobfsWrite(client::Client& c, RenameBatches& batches, std::unique_ptr<client::File> f, std::string tmp,
+               std::string final)
+        : c_(c), batches_(batches), f_(std::move(f)), tmp_(std::move(tmp)), final_(std::move(final)) {}
     ~JobfsWrite() override { discard(); }
     Status pwrite(uint64_t offset, std::span<const uint8_t> data) override {
         Status s = c_.pwrite(*f_, offset, data);
@@ -192,6 +252,15 @@ public:
         tmp_.clear();
         return Status::OK();
     }
+    void commit_later(std::function<void(Status)> done) override {
+        Status s = c_.close(*f_);
+        if (!s.ok()) {
+            discard();
+            return done(s.with_context("close jobfs:" + tmp_));
+        }
+        batches_.add(tmp_, final_, std::move(done));
+        tmp_.clear();
+    }
     void discard() override {
         if (tmp_.empty()) return;
         (void)c_.close(*f_);
@@ -201,6 +270,7 @@ public:
 
 private:
     client::Client& c_;
+    RenameBatches& batches_;
     std::unique_ptr<client::File> f_;
     std::string tmp_, final_;
 };
@@ -227,7 +297,7 @@ private:
 
 class JobfsStore : public FileStore {
 public:
-    explicit JobfsStore(std::unique_ptr<client::Client> c) : c_(std::move(c)) {}
+    explicit JobfsStore(std::unique_ptr<client::Client> c) : c_(std::move(c)), batches_(*c_) {}
     std::string display(const std::string& path) const override { return "jobfs:" + path; }
     Result<FileInfo> stat(const std::string& path) override {
         auto a = c_->stat(path);
@@ -268,8 +338,9 @@ public:
         if (!etag.empty()) init.xattrs.emplace_back(kEtagXattr, etag);
         auto f = c_->create(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, init);
         if (!f.ok()) return f.status();
-        return std::unique_ptr<WriteHandle>(new JobfsWrite(*c_, std::move(*f), tmp, path));
+        return std::unique_ptr<WriteHandle>(new JobfsWrite(*c_, batches_, std::move(*f), tmp, path));
     }
+    void flush_commits() override { batches_.flush(); }
     Result<std::unique_ptr<ReadHandle>> open(const std::string& path) override {
         auto f = c_->open(path, O_RDONLY);
         if (!f.ok()) return f.status();
@@ -294,6 +365,7 @@ private:
     }
 
     std::unique_ptr<client::Client> c_;
+    RenameBatches batches_;  // after c_: flushed (destroyed) before the client goes
 };
 
 } // namespace

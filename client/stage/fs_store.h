@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,6 +35,10 @@ public:
     virtual Status pwrite(uint64_t offset, std::span<const uint8_t> data) = 0;
     // Closes and renames onto the final name (with the ETag given to create recorded).
     virtual Status commit() = 0;
+    // commit(), or, where a store renames by the batch, later: `done` gets the outcome once
+    // the file carries its final name (or failed to, its temporary file then removed), at
+    // the latest in the store's flush_commits(). May run on another thread.
+    virtual void commit_later(std::function<void(Status)> done) { done(commit()); }
     // Closes and removes the temporary file (after a failure).
     virtual void discard() = 0;
 };
@@ -63,6 +68,9 @@ public:
     virtual Result<std::unique_ptr<WriteHandle>> create(const std::string& path, uint64_t size,
                                                        const std::string& etag) = 0;
     virtual Result<std::unique_ptr<ReadHandle>> open(const std::string& path) = 0;
+    // Puts in place every file given to commit_later and not yet renamed, and runs their
+    // `done` callbacks, before it returns.
+    virtual void flush_commits() {}
     // Writes a small file whole (the manifest), through a temporary name.
     Status write_file(const std::string& path, const std::string& data);
 };

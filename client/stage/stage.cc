@@ -233,13 +233,16 @@ void get_small(Run& r, Writer& w, Item& it) {
         auto f = r.fs->create(it.path, it.size, it.etag);
         if (!f.ok()) return r.fail(it, f.status());
         Status s = body->empty() ? Status::OK() : (*f)->pwrite(0, bytes_of(*body));
-        if (s.ok()) s = (*f)->commit();
         if (!s.ok()) {
             (*f)->discard();
             return r.fail(it, s);
         }
-        r.counters.bytes_done += it.size;
-        ++r.counters.objects_done;
+        // Put in place by the batch (FileStore::flush_commits at the end at the latest).
+        (*f)->commit_later([&r, &it](Status c) {
+            if (!c.ok()) return r.fail(it, c);
+            r.counters.bytes_done += it.size;
+            ++r.counters.objects_done;
+        });
     });
 }
 
@@ -699,6 +702,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         }
         pool.wait();
         writer.wait();
+        r.fs->flush_commits();
         progress.stop();
     }
 
