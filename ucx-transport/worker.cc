@@ -1717,35 +1717,27 @@ void warn_if_slow(const Incoming& in) {
         JOBFS_WARN("request %u from %s answered after %lld ms (its handler was slow or waited)", in.opcode,
                    in.conn->peer.c_str(), static_cast<long long>(took.count()));
 }
+
+// Both reply()s: the first reply of a call is sent, later ones are dropped. The progress
+// thread is nudged only when the send left it something to do (see reply_left_work).
+void reply_once(const std::shared_ptr<Incoming>& in, const Status& status, Bytes message, OutBulk bulk) {
+    if (in->replied.exchange(true)) return;
+    auto im = in->impl.lock();
+    if (!im) return;
+    warn_if_slow(*in);
+    bool left_work = false;
+    im->with_lock([&] {
+        if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
+        im->send_reply(in->conn, in->id, in->opcode, status, std::move(message), std::move(bulk));
+        left_work = im->reply_left_work(*in->conn);
+    });
+    if (left_work) im->nudge();
+}
 } // namespace
 
-void ServerCall::reply(const Status& error) const {
-    if (in_->replied.exchange(true)) return;
-    auto im = in_->impl.lock();
-    if (!im) return;
-    warn_if_slow(*in_);
-    bool left_work = false;
-    im->with_lock([im, in = in_, &error, &left_work] {
-        if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
-        im->send_reply(in->conn, in->id, in->opcode, error, {}, {});
-        left_work = im->reply_left_work(*in->conn);
-    });
-    if (left_work) im->nudge();
-}
+void ServerCall::reply(const Status& error) const { reply_once(in_, error, {}, {}); }
 
-void ServerCall::reply(Bytes message, OutBulk bulk) const {
-    if (in_->replied.exchange(true)) return;
-    auto im = in_->impl.lock();
-    if (!im) return;
-    warn_if_slow(*in_);
-    bool left_work = false;
-    im->with_lock([im, in = in_, &message, &bulk, &left_work] {
-        if (in->bulk_desc) ucp_am_data_release(im->worker, std::exchange(in->bulk_desc, nullptr));
-        im->send_reply(in->conn, in->id, in->opcode, Status::OK(), std::move(message), std::move(bulk));
-        left_work = im->reply_left_work(*in->conn);
-    });
-    if (left_work) im->nudge();
-}
+void ServerCall::reply(Bytes message, OutBulk bulk) const { reply_once(in_, Status::OK(), std::move(message), std::move(bulk)); }
 
 // ---- MemoryRegion ---------------------------------------------------------------------------
 
