@@ -435,6 +435,27 @@ Result<Attr> MetaCoordinator::drive_link(const Intent& in) {
 }
 
 // ---- rename --------------------------------------------------------------------------------
+std::vector<Result<RenameResult>> MetaCoordinator::rename_in_dir(const Cred& cred, uint64_t parent,
+                                                                MetaShard::RenamePairs names, uint32_t flags) {
+    std::vector<Result<RenameResult>> out;
+    out.reserve(names.size());
+    while (out.size() < names.size()) {
+        const auto rest = names.subspan(out.size());
+        auto batch = shard_.rename_in_dir(cred, parent, rest, flags);
+        if (!batch.ok()) { // nothing of this batch changed: each of its entries fails with it
+            while (out.size() < names.size()) out.push_back(batch.status());
+            break;
+        }
+        if (batch->empty()) break; // cannot be: a batch takes at least its first entry
+        for (auto& r : *batch) out.push_back(std::move(r));
+        if (!out.empty() && !out.back().ok() && out.back().status().code() == Code::cross_device) {
+            const auto& [from, to] = names[out.size() - 1];
+            out.back() = rename(cred, parent, from, parent, to, flags);
+        }
+    }
+    return out;
+}
+
 Result<RenameResult> MetaCoordinator::rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
                                              uint64_t new_parent, const std::string& new_name, uint32_t flags) {
     auto local = shard_.rename(cred, old_parent, old_name, new_parent, new_name, flags);

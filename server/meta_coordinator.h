@@ -53,6 +53,10 @@ public:
     Result<Attr> link(const Cred& cred, uint64_t ino, uint64_t new_parent, const std::string& name);
     Result<RenameResult> rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
                                 uint64_t new_parent, const std::string& new_name, uint32_t flags);
+    // Renames inside one directory, an outcome each, in order: as many as the shard can do
+    // alone go in one transaction (MetaShard::rename_in_dir), the others as rename() above.
+    std::vector<Result<RenameResult>> rename_in_dir(const Cred& cred, uint64_t parent, MetaShard::RenamePairs names,
+                                                    uint32_t flags);
 
     // Re-drives every intent of the log to its end. Safe to call at any time; a call while
     // another runs returns at once.

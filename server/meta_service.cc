@@ -388,10 +388,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (r.entries.size() > proto::kMaxRenamesInDir)
             return Status(Code::invalid, std::to_string(r.entries.size()) + " renames in one request (at most " +
                                              std::to_string(proto::kMaxRenamesInDir) + ")");
-        const Cred cred = from_wire(r.cred);
+        std::vector<std::pair<std::string, std::string>> names;
+        names.reserve(r.entries.size());
+        for (const auto& e : r.entries) names.emplace_back(e.old_name, e.new_name);
         proto::RenameInDirResponse out;
-        for (const auto& e : r.entries) {
-            auto res = co.rename(cred, r.parent, e.old_name, r.parent, e.new_name, r.flags);
+        for (auto& res : co.rename_in_dir(from_wire(r.cred), r.parent, names, r.flags)) {
             proto::RenameOutcome o;
             if (!res.ok()) {
                 o.code = static_cast<int32_t>(res.status().code());

@@ -1670,6 +1670,35 @@ Result<RenameResult> MetaShard::rename(const Cred& cred, uint64_t old_parent, co
         [&] { return impl_->do_rename(cred, old_parent, old_name, new_parent, new_name, flags); });
 }
 
+Result<std::vector<Result<RenameResult>>> MetaShard::rename_in_dir(const Cred& cred, uint64_t parent,
+                                                                   RenamePairs names, uint32_t flags) {
+    JOBFS_META_OP("rename in " + ino_str(parent));
+    using Outcomes = std::vector<Result<RenameResult>>;
+    return impl_->transact([&]() -> Result<Outcomes> {
+        Outcomes out;
+        for (const auto& [from, to] : names) {
+            // A savepoint per entry: a failed one is undone alone, as its own transaction would be.
+            JOBFS_RETURN_IF_ERROR(impl_->exec("SAVEPOINT rename_entry"));
+            impl_->op = "rename " + in(from, parent) + " to " + in(to, parent);
+            auto r = impl_->do_rename(cred, parent, from, parent, to, flags);
+            if (r.ok()) {
+                JOBFS_RETURN_IF_ERROR(impl_->exec("RELEASE rename_entry"));
+            } else {
+                // SQLite ends the whole transaction by itself on some errors (SQLITE_FULL, I/O):
+                // the entries before this one are undone too, so the batch fails as a whole.
+                if (sqlite3_get_autocommit(impl_->db)) return impl_->with_op(r.status());
+                JOBFS_RETURN_IF_ERROR(impl_->exec("ROLLBACK TO rename_entry; RELEASE rename_entry"));
+                r = impl_->with_op(r.status());
+            }
+            const bool elsewhere = !r.ok() && r.status().code() == Code::cross_device;
+            out.push_back(std::move(r));
+            if (elsewhere) break;
+        }
+        impl_->op = "rename in " + ino_str(parent);
+        return out;
+    });
+}
+
 Result<ReadDirResult> MetaShard::readdir(const Cred& cred, uint64_t ino, const std::string& after_name,
                                          uint32_t max_entries) {
     JOBFS_META_OP("readdir " + ino_str(ino) + " after " + quoted(after_name));

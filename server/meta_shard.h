@@ -237,6 +237,15 @@ public:
     Result<RenameResult> rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
                                 uint64_t new_parent, const std::string& new_name,
                                 uint32_t flags = 0);
+    // Renames inside directory `parent`, in order, in one transaction (one commit, one
+    // changeset shipped to the replicas): each entry as rename() alone would do it, with an
+    // outcome each; one that fails changes nothing and stops none of the others. An entry
+    // that needs another shard ends the batch: its outcome is cross_device and the entries
+    // after it have none (the caller renames it through the coordinator, then goes on). An
+    // error of the database itself fails the whole batch, and then nothing changed.
+    using RenamePairs = std::span<const std::pair<std::string, std::string>>;
+    Result<std::vector<Result<RenameResult>>> rename_in_dir(const Cred& cred, uint64_t parent, RenamePairs names,
+                                                            uint32_t flags = 0);
     // Entries of directory ino with names strictly after after_name ("" = from the start),
     // at most max_entries of them (1 or more).
     Result<ReadDirResult> readdir(const Cred& cred, uint64_t ino, const std::string& after_name,

@@ -63,6 +63,23 @@ protected:
 
     MetaShard& m() { return *shard_; }
 
+    // A replica of shard 0 beside it, m() shipping its changesets there (term `term`), each
+    // one counted in `shipped`. The replica is not in step until it installs a snapshot.
+    std::unique_ptr<MetaShard> replica_shipped_to(uint64_t term, int& shipped) {
+        auto rep = MetaShard::open((dir_ / "replica0.db").string(), 0);
+        EXPECT_TRUE(rep.ok()) << rep.status().to_string();
+        if (!rep.ok()) return nullptr;
+        MetaShard* r = rep->get();
+        Status started = m().start_shipping(term, [r, &shipped](const MetaShard::ReplPosition& prev,
+                                                                const MetaShard::ReplPosition& at,
+                                                                std::span<const uint8_t> cs) {
+            ++shipped;
+            return r->apply_changeset(prev, at, cs);
+        });
+        EXPECT_TRUE(started.ok()) << started.to_string();
+        return std::move(*rep);
+    }
+
     uint64_t mkdir(uint64_t parent, const std::string& name, uint32_t mode = 0755, const Cred& c = kRoot) {
         auto a = m().mkdir(c, parent, name, mode);
         EXPECT_TRUE(a.ok()) << a.status().to_string();
@@ -1130,15 +1147,10 @@ std::string dump(MetaShard& sh) {
 // position. Until the replica took a snapshot it refuses the changesets (it is not in step),
 // and the primary's operation fails with nothing committed.
 TEST_F(MetaShardTest, ChangesetsKeepAReplicaIdenticalAndARefusalRollsBack) {
-    auto rep = MetaShard::open((dir_ / "replica0.db").string(), 0);
-    ASSERT_TRUE(rep.ok()) << rep.status().to_string();
-    MetaShard& r = **rep;
     int shipped = 0;
-    ASSERT_TRUE(m().start_shipping(7, [&](const MetaShard::ReplPosition& prev, const MetaShard::ReplPosition& at,
-                                          std::span<const uint8_t> cs) {
-                       ++shipped;
-                       return r.apply_changeset(prev, at, cs);
-                   }).ok());
+    auto rep = replica_shipped_to(7, shipped);
+    ASSERT_TRUE(rep);
+    MetaShard& r = *rep;
     // A fresh replica is not in step: refused, rolled back here.
     auto refused = m().mkdir(kRoot, kRootIno, "a", 0755);
     EXPECT_EQ(code(refused), Code::again) << refused.status().to_string();
@@ -1205,6 +1217,45 @@ TEST_F(MetaShardTest, ChangesetsKeepAReplicaIdenticalAndARefusalRollsBack) {
     ASSERT_TRUE(r.install_snapshot(*snap).ok());
     EXPECT_EQ(dump(r), dump(m()));
     EXPECT_TRUE(r.lookup(kRoot, kRootIno, "missed3").ok());
+}
+
+// Renames inside one directory by the batch: one transaction, so one changeset goes to the
+// replica; each entry as rename() alone would do it; a failed one is undone alone and stops
+// none of the others, and the replica ends identical.
+TEST_F(MetaShardTest, RenamesInOneDirectoryGoInOneTransactionWithAnOutcomeEach) {
+    int shipped = 0;
+    auto rep = replica_shipped_to(3, shipped);
+    ASSERT_TRUE(rep);
+    MetaShard& r = *rep;
+    auto snap = m().snapshot();
+    ASSERT_TRUE(snap.ok() && r.install_snapshot(*snap).ok());
+    const uint64_t d = mkdir(kRootIno, "d");
+    const uint64_t t1 = create(d, "t1"), t2 = create(d, "t2"), t3 = create(d, "t3");
+    const uint64_t old = create(d, "old");
+    mkdir(d, "sub");
+    const int before = shipped;
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {"t1", "f1"}, {"missing", "x"}, {"t2", "sub"}, {"t3", "old"}, {"f1", "f1b"}, {"t2", "f2"}, {"t2", "f3"},
+    };
+    auto out = m().rename_in_dir(kRoot, d, names);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    ASSERT_EQ(out->size(), names.size());
+    EXPECT_TRUE((*out)[0].ok());
+    EXPECT_EQ(code((*out)[1]), Code::not_found);
+    EXPECT_NE((*out)[1].status().message().find("missing"), std::string::npos) << (*out)[1].status().message();
+    EXPECT_EQ(code((*out)[2]), Code::is_dir);   // a file over a directory
+    ASSERT_TRUE((*out)[3].ok());                // over a file: it says which
+    ASSERT_TRUE((*out)[3]->replaced.has_value());
+    EXPECT_EQ((*out)[3]->replaced->attr.ino, old);
+    EXPECT_TRUE((*out)[4].ok());                // renames what entry 0 made
+    EXPECT_TRUE((*out)[5].ok());
+    EXPECT_EQ(code((*out)[6]), Code::not_found); // t2 is f2 by now
+    EXPECT_EQ(shipped, before + 1);
+    EXPECT_EQ(m().lookup(kRoot, d, "f1b")->ino, t1);
+    EXPECT_EQ(m().lookup(kRoot, d, "f2")->ino, t2);
+    EXPECT_EQ(m().lookup(kRoot, d, "old")->ino, t3);
+    for (const char* gone : {"t1", "t2", "t3", "f1", "f3", "x"}) EXPECT_EQ(code(m().lookup(kRoot, d, gone)), Code::not_found) << gone;
+    EXPECT_EQ(dump(r), dump(m()));
 }
 
 // A replica that becomes primary (a new term) goes on from where the old primary stopped: its
