@@ -110,7 +110,8 @@ std::string joined(const std::vector<std::string>& parts, size_t n) {
     return out.empty() ? "/" : out;
 }
 
-bool stale(const Status& s) { return s.code() == Code::not_found || s.code() == Code::not_dir; }
+bool stale_code(Code c) { return c == Code::not_found || c == Code::not_dir; }
+bool stale(const Status& s) { return stale_code(s.code()); }
 
 } // namespace
 
@@ -140,6 +141,22 @@ void Client::dir_cache_forget(const std::string& path) {
         const bool below = k.size() > path.size() && k.compare(0, path.size(), path) == 0 &&
                            (k[path.size()] == '/' || path == "/");
         it = (k == path || below) ? dir_cache_.erase(it) : std::next(it);
+    }
+}
+
+void Client::dir_cache_forget_in(const std::string& dir, const std::vector<std::string_view>& names) {
+    if (names.empty()) return;
+    const std::string prefix = dir == "/" ? "/" : dir + "/";
+    const std::unordered_set<std::string_view> gone(names.begin(), names.end());
+    std::lock_guard lock(dir_cache_mu_);
+    for (auto it = dir_cache_.begin(); it != dir_cache_.end();) {
+        const std::string_view k = it->first;
+        bool hit = false;
+        if (k.size() > prefix.size() && k.compare(0, prefix.size(), prefix) == 0) {
+            const std::string_view rest = k.substr(prefix.size());
+            hit = gone.count(rest.substr(0, rest.find('/'))) != 0; // the name itself or a path below it
+        }
+        it = hit ? dir_cache_.erase(it) : std::next(it);
     }
 }
 
@@ -344,17 +361,22 @@ Result<std::vector<Status>> Client::rename_in_dir(const std::string& dir,
             r = meta_call<proto::RenameInDir>(*io_, *ino, req);
             // A cached directory removed meanwhile: every entry comes back not found.
             const bool all_stale = r.ok() && std::all_of(r->outcomes.begin(), r->outcomes.end(), [](const auto& o) {
-                return stale(Status(static_cast<Code>(o.code), o.message));
+                return stale_code(static_cast<Code>(o.code));
             });
             if (!cached || !(all_stale || (!r.ok() && stale(r.status())))) break;
             dir_cache_forget(d);
         }
         if (r.ok() && r->outcomes.size() != n)
             r = Status(Code::protocol, std::to_string(r->outcomes.size()) + " outcomes for " + std::to_string(n) + " renames");
+        std::vector<std::string_view> moved; // both names of each entry: a cached directory under either is out of date
+        for (size_t k = 0; k < n; ++k) {
+            moved.push_back(names[todo[first + k]].first);
+            moved.push_back(names[todo[first + k]].second);
+        }
+        dir_cache_forget_in(d, moved);
         for (size_t k = 0; k < n; ++k) {
             const size_t i = todo[first + k];
             const std::string from = prefix + names[i].first, to = prefix + names[i].second;
-            for (const std::string& p : {from, to}) dir_cache_forget(p);
             if (!r.ok()) {
                 out[i] = with_path(r.status(), "rename " + from + " to", to);
                 continue;

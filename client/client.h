@@ -17,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -191,6 +192,8 @@ private:
     std::optional<uint64_t> dir_cache_get(const std::string& path);
     void dir_cache_put(const std::string& path, uint64_t ino);
     void dir_cache_forget(const std::string& path);  // path and everything below it
+    // dir/name and everything below it, for each of the names: one pass over the cache.
+    void dir_cache_forget_in(const std::string& dir, const std::vector<std::string_view>& names);
     Status settle_size(File& f);
     // The data of a file whose last link went: removed now, or at the last close here.
     Status release_data(const proto::Attr& gone, const std::string& path);

@@ -835,6 +835,37 @@ TEST_F(ClientTest, RenamesInOneDirectoryGoByTheBatchWithAnOutcomeEach) {
     EXPECT_NE(bad.status().message().find("/nowhere"), std::string::npos) << bad.status().message();
 }
 
+// Directories renamed by the batch leave no path in the client's directory cache: the old
+// names (and the paths below them) would still lead to the moved directories, alive, so
+// nothing would catch the mistake later.
+TEST_F(ClientTest, DirectoriesRenamedByTheBatchAreGoneFromTheDirectoryCache) {
+    for (const char* d : {"/mv", "/mv/a", "/mv/a/deep", "/mv/b"}) ASSERT_TRUE(client->mkdir(d).ok()) << d;
+    ASSERT_TRUE(write_file("/mv/a/deep/f", pattern(3000, 1)).ok()); // caches /mv, /mv/a and /mv/a/deep
+    ASSERT_TRUE(write_file("/mv/b/g", pattern(3000, 2)).ok());      // and /mv/b
+    // More directories, placed over the three daemons by their names: some live on another
+    // daemon than /mv's entries, so the daemon renames them through its coordinator and goes
+    // on with the batch after them (the file last).
+    std::vector<std::pair<std::string, std::string>> names = {{"a", "a2"}, {"b", "c"}};
+    for (int i = 0; i < 6; ++i) {
+        ASSERT_TRUE(client->mkdir("/mv/d" + std::to_string(i)).ok());
+        names.emplace_back("d" + std::to_string(i), "e" + std::to_string(i));
+    }
+    ASSERT_TRUE(write_file("/mv/file", pattern(100, 4)).ok());
+    names.emplace_back("file", "file2");
+    auto r = client->rename_in_dir("/mv", names);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->size(), names.size());
+    for (const Status& s : *r) ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(write_file("/mv/a/deep/x", pattern(10, 3)).code(), Code::not_found);
+    EXPECT_EQ(write_file("/mv/a/x", pattern(10, 3)).code(), Code::not_found);
+    EXPECT_EQ(write_file("/mv/b/x", pattern(10, 3)).code(), Code::not_found);
+    EXPECT_EQ(*read_file("/mv/a2/deep/f"), pattern(3000, 1));
+    EXPECT_EQ(*read_file("/mv/c/g"), pattern(3000, 2));
+    EXPECT_EQ(*read_file("/mv/file2"), pattern(100, 4));
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(client->stat("/mv/e" + std::to_string(i))->type, 2u) << i;
+    EXPECT_EQ(client->list("/mv")->size(), names.size());
+}
+
 TEST_F(ClientTest, UnlinkOfAnOpenFileKeepsItsDataUntilTheLastClose) {
     ASSERT_TRUE(write_file("/open", pattern(2 << 20, 14)).ok());
     auto f = client->open("/open", O_RDWR);
