@@ -14,6 +14,7 @@
 #include <random>
 
 #include "client/client.h"
+#include "client/stage/paths.h"
 
 namespace jobfs::stage {
 namespace {
@@ -21,18 +22,9 @@ namespace {
 // A temporary name in the target's directory, so the final rename stays in one directory.
 std::string temp_name(const std::string& path) {
     thread_local std::mt19937_64 rng(std::random_device{}());
-    const auto slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
     char tag[24];
     std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(rng()));
-    return dir + ".jobfs-stage." + tag + "." + base.substr(0, 100);
-}
-
-std::string parent_of(const std::string& p) {
-    const auto slash = p.rfind('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : p.substr(0, slash);
+    return dir_prefix_of(path) + ".jobfs-stage." + tag + "." + basename_of(path).substr(0, 100);
 }
 
 // ---- POSIX -------------------------------------------------------------------------------
@@ -116,7 +108,7 @@ public:
         if (dir.empty() || dir == "/" || dir == ".") return Status::OK();
         struct stat st {};
         if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? Status::OK() : Status(Code::not_dir, dir + " is not a directory");
-        JOBFS_RETURN_IF_ERROR(mkdirs(parent_of(dir)));
+        JOBFS_RETURN_IF_ERROR(mkdirs(dirname_of(dir)));
         if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::from_errno(errno, "mkdir " + dir);
         return Status::OK();
     }
@@ -186,12 +178,12 @@ public:
     ~RenameBatches() { flush(); }
     // tmp and final in the same directory; done(outcome) runs once the batch went.
     void add(const std::string& tmp, const std::string& final, std::function<void(Status)> done) {
-        const std::string dir = parent_of(final);
+        const std::string dir = dirname_of(final);
         std::vector<Pending> full;
         {
             std::lock_guard lk(mu_);
             auto& v = by_dir_[dir];
-            v.push_back(Pending{base_of(tmp), base_of(final), std::move(done)});
+            v.push_back(Pending{basename_of(tmp), basename_of(final), std::move(done)});
             if (v.size() < kBatch) return;
             full.swap(v);
             by_dir_.erase(dir);
@@ -212,7 +204,6 @@ private:
         std::string tmp, final;  // names in the directory
         std::function<void(Status)> done;
     };
-    static std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
     void send(const std::string& dir, std::vector<Pending>& batch) {
         std::vector<std::pair<std::string, std::string>> names;
         for (const auto& p : batch) names.emplace_back(p.tmp, p.final);
@@ -313,7 +304,7 @@ public:
         if (dir.empty() || dir == "/") return Status::OK();
         auto a = c_->stat(dir);
         if (a.ok()) return a->type == 2 ? Status::OK() : Status(Code::not_dir, "jobfs:" + dir + " is not a directory");
-        JOBFS_RETURN_IF_ERROR(mkdirs(parent_of(dir)));
+        JOBFS_RETURN_IF_ERROR(mkdirs(dirname_of(dir)));
         auto m = c_->mkdir(dir);
         if (!m.ok() && m.status().code() != Code::exists) return m.status();
         return Status::OK();

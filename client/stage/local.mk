@@ -7,6 +7,7 @@ client_stage_libjobfs_stage_la_SOURCES = \
 	client/stage/s3_xml.h client/stage/s3_xml.cc \
 	client/stage/s3_client.h client/stage/s3_client.cc \
 	client/stage/location.h client/stage/location.cc \
+	client/stage/paths.h \
 	client/stage/fs_store.h client/stage/fs_store.cc \
 	client/stage/progress.h client/stage/progress.cc \
 	client/stage/stage.h client/stage/stage.cc

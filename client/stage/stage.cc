@@ -24,6 +24,7 @@
 
 #include "client/stage/fs_store.h"
 #include "client/stage/location.h"
+#include "client/stage/paths.h"
 #include "client/stage/progress.h"
 
 namespace jobfs::stage {
@@ -120,8 +121,7 @@ private:
 };
 
 bool is_manifest_or_temp(const std::string& rel) {
-    const auto slash = rel.rfind('/');
-    const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
+    const std::string base = basename_of(rel);
     return base.rfind(kManifestName, 0) == 0 || base.rfind(".jobfs-stage.", 0) == 0;
 }
 
@@ -139,16 +139,6 @@ bool safe_relative(const std::string& rel) {
 
 std::string join(const std::string& dir, const std::string& rel) {
     return dir == "/" ? "/" + rel : dir + "/" + rel;
-}
-
-std::string dirname_of(const std::string& p) {
-    const auto s = p.rfind('/');
-    return s == std::string::npos ? "." : (s == 0 ? "/" : p.substr(0, s));
-}
-
-std::string basename_of(const std::string& p) {
-    const auto s = p.rfind('/');
-    return s == std::string::npos ? p : p.substr(s + 1);
 }
 
 std::span<const uint8_t> bytes_of(const std::string& s) {
