@@ -458,6 +458,10 @@ struct MetaShard::Impl {
         return load_inode(e.ino);
     }
 
+    // getattr and lookup, under the shard's lock (taken or tried by the caller).
+    Result<Attr> getattr_locked(uint64_t ino);
+    Result<Attr> lookup_locked(const Cred& cred, uint64_t parent, const std::string& name);
+
     Status insert_inode(const Attr& a) {
         return run("INSERT INTO inodes(ino, type, mode, uid, gid, size, nlink, atime_ns, "
                    "mtime_ns, ctime_ns, rdev, target, chunk_size, stripe_count, generation, parent, replicas) "
@@ -1596,22 +1600,46 @@ namespace {
 std::string in(const std::string& name, uint64_t dir) { return quoted(name) + " in " + ino_str(dir); }
 } // namespace
 
+// The shard's lock taken only if it is free: the caller goes elsewhere rather than wait.
+#define JOBFS_META_TRY_OP(description)                                  \
+    std::unique_lock<std::mutex> lock_(impl_->mu, std::try_to_lock);    \
+    if (!lock_.owns_lock()) return std::nullopt;                        \
+    impl_->op = (description)
+
+Result<Attr> MetaShard::Impl::getattr_locked(uint64_t ino) {
+    auto a = load_inode(ino);
+    if (!a.ok()) return with_op(a.status());
+    return a;
+}
+
+Result<Attr> MetaShard::Impl::lookup_locked(const Cred& cred, uint64_t parent, const std::string& name) {
+    auto dir = dir_for_name(cred, parent, name);
+    if (!dir.ok()) return with_op(dir.status());
+    auto e = get_dentry(parent, name);
+    if (!e.ok()) return with_op(e.status());
+    auto a = load_local(*e);
+    if (!a.ok()) return with_op(a.status());
+    return a;
+}
+
 Result<Attr> MetaShard::getattr(uint64_t ino) {
     JOBFS_META_OP("getattr " + ino_str(ino));
-    auto a = impl_->load_inode(ino);
-    if (!a.ok()) return impl_->with_op(a.status());
-    return a;
+    return impl_->getattr_locked(ino);
+}
+
+std::optional<Result<Attr>> MetaShard::try_getattr(uint64_t ino) {
+    JOBFS_META_TRY_OP("getattr " + ino_str(ino));
+    return impl_->getattr_locked(ino);
 }
 
 Result<Attr> MetaShard::lookup(const Cred& cred, uint64_t parent, const std::string& name) {
     JOBFS_META_OP("lookup " + in(name, parent));
-    auto dir = impl_->dir_for_name(cred, parent, name);
-    if (!dir.ok()) return impl_->with_op(dir.status());
-    auto e = impl_->get_dentry(parent, name);
-    if (!e.ok()) return impl_->with_op(e.status());
-    auto a = impl_->load_local(*e);
-    if (!a.ok()) return impl_->with_op(a.status());
-    return a;
+    return impl_->lookup_locked(cred, parent, name);
+}
+
+std::optional<Result<Attr>> MetaShard::try_lookup(const Cred& cred, uint64_t parent, const std::string& name) {
+    JOBFS_META_TRY_OP("lookup " + in(name, parent));
+    return impl_->lookup_locked(cred, parent, name);
 }
 
 Result<DirEntry> MetaShard::lookup_dentry(const Cred& cred, uint64_t parent, const std::string& name) {

@@ -653,6 +653,47 @@ TEST_F(MetaServiceTest, ResumeFinishesAnUnlinkAndALink) {
     EXPECT_EQ(lookup(d1, "l")->nlink, 1u);
 }
 
+// Lookups and getattrs are answered on the daemon's progress thread when the shard is free,
+// and wait on the pool while another operation holds it: the progress thread never waits for
+// a shard, so the daemon goes on answering meanwhile. (With the shard's lock waited for there,
+// the probe below timed out.)
+TEST_F(MetaServiceTest, ALookupOfABusyShardWaitsOnThePoolNotOnTheProgressThread) {
+    auto there = create(1, "there");
+    ASSERT_TRUE(there.ok()) << there.status().to_string();
+    const auto [a, b] = dirs_on_two_shards();
+    const uint64_t elsewhere = proto::shard_of(a) != 0 ? a : b; // an inode daemon 0 does not serve
+    ASSERT_NE(proto::shard_of(elsewhere), 0u);
+    // The next change of shard 0 stops, holding the shard, in its shipping (before its commit).
+    std::promise<void> entered, release;
+    std::shared_future<void> released = release.get_future().share();
+    std::atomic<bool> first{true};
+    ASSERT_TRUE(daemons[0]->shard->start_shipping(1, [&](const MetaShard::ReplPosition&, const MetaShard::ReplPosition&,
+                                                         std::span<const uint8_t>) {
+                    if (first.exchange(false)) {
+                        entered.set_value();
+                        released.wait();
+                    }
+                    return Status::OK();
+                }).ok());
+    auto held = std::async(std::launch::async, [&] { return create(1, "held"); });
+    ASSERT_EQ(entered.get_future().wait_for(10s), std::future_status::ready);
+    auto looked = std::async(std::launch::async, [&] { return lookup(1, "there"); });
+    std::this_thread::sleep_for(200ms); // the lookup has reached daemon 0 and found the shard busy
+    EXPECT_EQ(looked.wait_for(0s), std::future_status::timeout) << "answered while the shard was held";
+    transport::CallOptions quick;
+    quick.timeout = 3000ms;
+    auto probe = rpc::call<proto::Getattr>(eps[0], proto::InoRequest{elsewhere}, quick);
+    EXPECT_EQ(probe.status().code(), Code::again) << probe.status().to_string();
+    release.set_value();
+    auto h = held.get();
+    EXPECT_TRUE(h.ok()) << h.status().to_string();
+    auto l = looked.get();
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    EXPECT_EQ(l->ino, there->ino);
+    // A free shard answers at once again, and what the held create made is there.
+    EXPECT_TRUE(lookup(1, "held").ok());
+}
+
 TEST_F(MetaServiceTest, AttributesXattrsAndSymlinks) {
     auto f = create(1, "f");
     ASSERT_TRUE(f.ok());
