@@ -32,6 +32,9 @@ namespace {
 // migrated when opened: its files were stored once, so they get replicas = 1.
 constexpr int64_t kSchemaVersion = 3;
 constexpr int kBusyTimeoutMs = 5000;
+// WAL pages after which a commit checkpoints the WAL into the database (SQLite's own default
+// for its automatic checkpoints, which the WAL hook below replaces).
+constexpr int kCheckpointPages = 1000;
 
 // Root's parent walk and corrupt databases: never follow more parents than this.
 constexpr int kMaxDepth = 1 << 20;
@@ -246,6 +249,16 @@ struct MetaShard::Impl {
     // note_intents_done: per coordinator shard, the intent id below which all are finished.
     std::unordered_map<uint32_t, uint64_t> intents_done_below;
     sqlite3_session* session = nullptr;
+    // The WAL's pages after the last commit (on_wal_commit), and whether the running operation
+    // leaves checkpoints to others: it runs on the transport's progress thread (a try_ write),
+    // where the fsyncs of a checkpoint must not happen.
+    int wal_pages = 0;
+    bool no_checkpoint = false;
+    struct NoCheckpoint {
+        Impl& impl;
+        explicit NoCheckpoint(Impl& i) : impl(i) { impl.no_checkpoint = true; }
+        ~NoCheckpoint() { impl.no_checkpoint = false; }
+    };
 
     ~Impl() {
         if (session) sqlite3session_delete(session);
@@ -1509,7 +1522,20 @@ struct MetaShard::Impl {
         auto row = st->step();
         if (!row.ok()) return row.status();
         if (!*row || st->bytes(0) != "wal") return fail(Code::io, "cannot enable WAL journal mode");
+        sqlite3_wal_hook(db, on_wal_commit, this);
         return exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;");
+    }
+
+    // After each commit: SQLite's automatic checkpoint (a passive one past kCheckpointPages),
+    // except in an operation that must not wait for the disk; the next other commit does it.
+    static int on_wal_commit(void* arg, sqlite3* db, const char* name, int pages) {
+        auto* impl = static_cast<Impl*>(arg);
+        impl->wal_pages = pages;
+        if (pages >= kCheckpointPages && !impl->no_checkpoint) {
+            (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+            impl->wal_pages = 0;
+        }
+        return SQLITE_OK;
     }
 
     Status init_schema() {
@@ -1606,6 +1632,14 @@ std::string in(const std::string& name, uint64_t dir) { return quoted(name) + " 
     if (!lock_.owns_lock()) return std::nullopt;                        \
     impl_->op = (description)
 
+// A write as well, if it can be done at once: not while the shard ships its changes to
+// replicas (calls to other daemons), nor when its commit would be the one to checkpoint the
+// WAL (fsyncs). Its commit leaves the checkpoint to the next ordinary one.
+#define JOBFS_META_TRY_WRITE(description)                                          \
+    JOBFS_META_TRY_OP(description);                                                \
+    if (impl_->ship || impl_->wal_pages >= kCheckpointPages) return std::nullopt;  \
+    const Impl::NoCheckpoint no_checkpoint_(*impl_)
+
 Result<Attr> MetaShard::Impl::getattr_locked(uint64_t ino) {
     auto a = load_inode(ino);
     if (!a.ok()) return with_op(a.status());
@@ -1657,6 +1691,12 @@ Result<Attr> MetaShard::create(const Cred& cred, uint64_t parent, const std::str
     return impl_->transact([&] { return impl_->do_create(cred, parent, name, mode, exclusive, layout, init); });
 }
 
+std::optional<Result<Attr>> MetaShard::try_create(const Cred& cred, uint64_t parent, const std::string& name,
+                                                  uint32_t mode, bool exclusive, Layout layout, const NewFile& init) {
+    JOBFS_META_TRY_WRITE("create " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_create(cred, parent, name, mode, exclusive, layout, init); });
+}
+
 Result<Attr> MetaShard::mkdir(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode) {
     JOBFS_META_OP("mkdir " + in(name, parent));
     return impl_->transact([&] { return impl_->do_mkdir(cred, parent, name, mode); });
@@ -1683,6 +1723,11 @@ Result<Attr> MetaShard::link(const Cred& cred, uint64_t ino, uint64_t new_parent
 
 Result<UnlinkResult> MetaShard::unlink(const Cred& cred, uint64_t parent, const std::string& name) {
     JOBFS_META_OP("unlink " + in(name, parent));
+    return impl_->transact([&] { return impl_->do_unlink(cred, parent, name); });
+}
+
+std::optional<Result<UnlinkResult>> MetaShard::try_unlink(const Cred& cred, uint64_t parent, const std::string& name) {
+    JOBFS_META_TRY_WRITE("unlink " + in(name, parent));
     return impl_->transact([&] { return impl_->do_unlink(cred, parent, name); });
 }
 

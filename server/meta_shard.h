@@ -219,10 +219,16 @@ public:
     // ---- whole single-shard operations --------------------------------------------------
     Result<Attr> getattr(uint64_t ino);
     Result<Attr> lookup(const Cred& cred, uint64_t parent, const std::string& name);
-    // getattr and lookup for a caller that must not wait (the transport's progress thread):
-    // nullopt, without an answer, while another operation holds the shard.
+    // getattr, lookup, create and unlink for a caller that must not wait (the transport's
+    // progress thread): nullopt, without an answer and with nothing changed, while another
+    // operation holds the shard; for create and unlink also while the shard ships its changes
+    // to replicas (calls to other daemons) or when the commit would have to checkpoint the WAL
+    // (fsyncs; the next ordinary commit does it).
     std::optional<Result<Attr>> try_getattr(uint64_t ino);
     std::optional<Result<Attr>> try_lookup(const Cred& cred, uint64_t parent, const std::string& name);
+    std::optional<Result<Attr>> try_create(const Cred& cred, uint64_t parent, const std::string& name, uint32_t mode,
+                                           bool exclusive, Layout layout = {}, const NewFile& init = {});
+    std::optional<Result<UnlinkResult>> try_unlink(const Cred& cred, uint64_t parent, const std::string& name);
     // Regular file. If the name exists: exclusive → exists; otherwise the existing file's
     // attributes (a directory → is_dir). Layout fields of 0 come from the parent directory's,
     // then from the defaults (4 MiB chunks, all daemons). `init` (exclusive only) is applied to

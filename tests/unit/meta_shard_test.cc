@@ -1258,6 +1258,56 @@ TEST_F(MetaShardTest, RenamesInOneDirectoryGoInOneTransactionWithAnOutcomeEach) 
     EXPECT_EQ(dump(r), dump(m()));
 }
 
+// The try_ operations (for the transport's progress thread) do the work at once or not at
+// all: nothing while the shard is held (here: from inside a shipping, which runs under its
+// lock), no write while it ships changes or when the commit would checkpoint the WAL; such a
+// checkpoint is left to the next ordinary commit, after which they work again.
+TEST_F(MetaShardTest, TryOperationsWorkAtOnceOrLeaveItToOthers) {
+    const uint64_t d = mkdir(kRootIno, "d");
+    auto made = m().try_create(kRoot, d, "now", 0644, true);
+    ASSERT_TRUE(made.has_value());
+    ASSERT_TRUE(made->ok()) << made->status().to_string();
+    EXPECT_EQ(m().lookup(kRoot, d, "now")->ino, (*made)->ino);
+    auto looked = m().try_lookup(kRoot, d, "now");
+    ASSERT_TRUE(looked.has_value() && looked->ok());
+    EXPECT_EQ((*looked)->ino, (*made)->ino);
+    EXPECT_EQ(code(*m().try_create(kRoot, d, "now", 0644, true)), Code::exists); // errors are answers too
+    auto gone = m().try_unlink(kRoot, d, "now");
+    ASSERT_TRUE(gone.has_value() && gone->ok());
+    EXPECT_TRUE((*gone)->last_link);
+    EXPECT_EQ(code(m().lookup(kRoot, d, "now")), Code::not_found);
+
+    // Creates at once until the WAL is due for a checkpoint: then they decline, and an
+    // ordinary create checkpoints and they work again.
+    int at_once = 0;
+    for (; at_once < 20000; ++at_once) {
+        auto c = m().try_create(kRoot, d, "f" + std::to_string(at_once), 0644, true);
+        if (!c) break;
+        ASSERT_TRUE(c->ok()) << c->status().to_string();
+    }
+    ASSERT_LT(at_once, 20000) << "the WAL never came due for a checkpoint";
+    EXPECT_GT(at_once, 10);
+    EXPECT_FALSE(m().try_unlink(kRoot, d, "f0").has_value());
+    EXPECT_TRUE(m().try_getattr(d).has_value()); // reads need no checkpoint
+    create(d, "ordinary");
+    ASSERT_TRUE(m().try_create(kRoot, d, "again", 0644, true).has_value());
+    for (int i = 0; i < at_once; ++i) ASSERT_TRUE(m().lookup(kRoot, d, "f" + std::to_string(i)).ok()) << i;
+
+    // While the shard ships its changes, writes go elsewhere; reads still work at once, but not
+    // while the shard is held.
+    std::vector<bool> inside;
+    ASSERT_TRUE(m().start_shipping(1, [&](const MetaShard::ReplPosition&, const MetaShard::ReplPosition&,
+                                          std::span<const uint8_t>) {
+                       inside.push_back(m().try_getattr(d).has_value());
+                       return Status::OK();
+                   }).ok());
+    EXPECT_FALSE(m().try_create(kRoot, d, "shipped", 0644, true).has_value());
+    EXPECT_FALSE(m().try_unlink(kRoot, d, "again").has_value());
+    EXPECT_TRUE(m().try_lookup(kRoot, d, "again").has_value());
+    create(d, "shipped");
+    EXPECT_EQ(inside, std::vector<bool>{false});
+}
+
 // A replica that becomes primary (a new term) goes on from where the old primary stopped: its
 // inode numbers and intent ids were never handed out by the old one, and its first changeset
 // applies on a replica that followed the old primary (the same history) but not on one that
