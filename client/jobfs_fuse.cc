@@ -130,8 +130,42 @@ int opt_proc(void* data, const char*, int key, fuse_args*) {
 
 // ---- the file system ----------------------------------------------------------------------
 
+// The kernel asks for security.capability before every write to a file (file_remove_privs,
+// to drop it if set), and jobfs-fuse used to ask the file's metadata daemon each time: a
+// round trip per write that doubled the time of a 4 KiB one. The inodes known not to have it
+// are kept here until attr_timeout after the daemon said so, like cached attributes: a
+// capability set on this mount is seen at once (set and remove forget the inode), one set
+// through another mount within attr_timeout. Presence is never cached (the write that finds
+// it removes it).
+class NoCapabilities {
+public:
+    static constexpr const char* kName = "security.capability";
+    using Clock = std::chrono::steady_clock;
+    bool known(fuse_ino_t ino) {
+        std::lock_guard lock(mu_);
+        auto it = until_.find(ino);
+        return it != until_.end() && Clock::now() < it->second;
+    }
+    void note(fuse_ino_t ino, double seconds) {
+        if (seconds <= 0) return;
+        std::lock_guard lock(mu_);
+        if (until_.size() >= kMax) until_.clear(); // a bounded cache: starting over costs a question each
+        until_[ino] = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    }
+    void forget(fuse_ino_t ino) {
+        std::lock_guard lock(mu_);
+        until_.erase(ino);
+    }
+
+private:
+    static constexpr size_t kMax = 65536;
+    std::mutex mu_;
+    std::unordered_map<fuse_ino_t, Clock::time_point> until_;
+};
+
 struct Fs {
     std::unique_ptr<InodeClient> client;
+    NoCapabilities no_capabilities;
     fuse_session* session = nullptr;
     double attr_timeout = 1.0;
     double entry_timeout = 1.0;
@@ -592,12 +626,17 @@ void jf_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void jf_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+    if (std::strcmp(name, NoCapabilities::kName) == 0) fs_of(req).no_capabilities.forget(ino);
     reply_status(req, "setxattr", ino,
                  fs_of(req).client->setxattr(cred_of(req), ino, name, std::string(value, size), flags));
 }
 
 void jf_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-    auto v = fs_of(req).client->getxattr(cred_of(req), ino, name);
+    Fs& fs = fs_of(req);
+    const bool capability = std::strcmp(name, NoCapabilities::kName) == 0;
+    if (capability && fs.no_capabilities.known(ino)) return (void)fuse_reply_err(req, ENODATA);
+    auto v = fs.client->getxattr(cred_of(req), ino, name);
+    if (capability && v.status().code() == Code::no_data) fs.no_capabilities.note(ino, fs.attr_timeout);
     if (!v.ok()) return reply_status(req, "getxattr", ino, v.status());
     if (size == 0) return (void)fuse_reply_xattr(req, v->size());
     if (v->size() > size) return (void)fuse_reply_err(req, ERANGE);
@@ -615,6 +654,7 @@ void jf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void jf_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+    if (std::strcmp(name, NoCapabilities::kName) == 0) fs_of(req).no_capabilities.forget(ino);
     reply_status(req, "removexattr", ino, fs_of(req).client->removexattr(cred_of(req), ino, name));
 }
 
