@@ -134,9 +134,9 @@ int opt_proc(void* data, const char*, int key, fuse_args*) {
 // to drop it if set), and jobfs-fuse used to ask the file's metadata daemon each time: a
 // round trip per write that doubled the time of a 4 KiB one. The inodes known not to have it
 // are kept here until attr_timeout after the daemon said so, like cached attributes: a
-// capability set on this mount is seen at once (set and remove forget the inode), one set
-// through another mount within attr_timeout. Presence is never cached (the write that finds
-// it removes it).
+// capability set on this mount is seen at once (a finished set or remove forgets the inode,
+// and an answer asked for before it is not kept), one set through another mount within
+// attr_timeout. Presence is never cached (the write that finds it removes it).
 class NoCapabilities {
 public:
     static constexpr const char* kName = "security.capability";
@@ -146,21 +146,31 @@ public:
         auto it = until_.find(ino);
         return it != until_.end() && Clock::now() < it->second;
     }
-    void note(fuse_ino_t ino, double seconds) {
+    // Taken before asking the daemon, and given to note: an answer asked for before a set on
+    // this mount finished (a forget since) is not kept.
+    uint64_t generation() {
+        std::lock_guard lock(mu_);
+        return generation_;
+    }
+    void note(fuse_ino_t ino, double seconds, uint64_t asked_at) {
         if (seconds <= 0) return;
         std::lock_guard lock(mu_);
+        if (asked_at != generation_) return;
         if (until_.size() >= kMax) until_.clear(); // a bounded cache: starting over costs a question each
         until_[ino] = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     }
+    // After a set or remove of the name has finished.
     void forget(fuse_ino_t ino) {
         std::lock_guard lock(mu_);
         until_.erase(ino);
+        ++generation_;
     }
 
 private:
     static constexpr size_t kMax = 65536;
     std::mutex mu_;
     std::unordered_map<fuse_ino_t, Clock::time_point> until_;
+    uint64_t generation_ = 0;
 };
 
 struct Fs {
@@ -626,17 +636,18 @@ void jf_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void jf_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+    Status s = fs_of(req).client->setxattr(cred_of(req), ino, name, std::string(value, size), flags);
     if (std::strcmp(name, NoCapabilities::kName) == 0) fs_of(req).no_capabilities.forget(ino);
-    reply_status(req, "setxattr", ino,
-                 fs_of(req).client->setxattr(cred_of(req), ino, name, std::string(value, size), flags));
+    reply_status(req, "setxattr", ino, s);
 }
 
 void jf_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
     Fs& fs = fs_of(req);
     const bool capability = std::strcmp(name, NoCapabilities::kName) == 0;
     if (capability && fs.no_capabilities.known(ino)) return (void)fuse_reply_err(req, ENODATA);
+    const uint64_t asked_at = capability ? fs.no_capabilities.generation() : 0;
     auto v = fs.client->getxattr(cred_of(req), ino, name);
-    if (capability && v.status().code() == Code::no_data) fs.no_capabilities.note(ino, fs.attr_timeout);
+    if (capability && v.status().code() == Code::no_data) fs.no_capabilities.note(ino, fs.attr_timeout, asked_at);
     if (!v.ok()) return reply_status(req, "getxattr", ino, v.status());
     if (size == 0) return (void)fuse_reply_xattr(req, v->size());
     if (v->size() > size) return (void)fuse_reply_err(req, ERANGE);
@@ -654,8 +665,9 @@ void jf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void jf_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+    Status s = fs_of(req).client->removexattr(cred_of(req), ino, name);
     if (std::strcmp(name, NoCapabilities::kName) == 0) fs_of(req).no_capabilities.forget(ino);
-    reply_status(req, "removexattr", ino, fs_of(req).client->removexattr(cred_of(req), ino, name));
+    reply_status(req, "removexattr", ino, s);
 }
 
 // Only called without default_permissions (otherwise the kernel decides access(2) itself).
