@@ -53,6 +53,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -141,15 +142,13 @@ class NoCapabilities {
 public:
     static constexpr const char* kName = "security.capability";
     using Clock = std::chrono::steady_clock;
-    bool known(fuse_ino_t ino) {
+    // nullopt: known not to have it, answer at once. Otherwise the generation to give to note
+    // after asking the daemon: an answer asked for before a set on this mount finished (a
+    // forget since) is not kept.
+    std::optional<uint64_t> ask(fuse_ino_t ino) {
         std::lock_guard lock(mu_);
         auto it = until_.find(ino);
-        return it != until_.end() && Clock::now() < it->second;
-    }
-    // Taken before asking the daemon, and given to note: an answer asked for before a set on
-    // this mount finished (a forget since) is not kept.
-    uint64_t generation() {
-        std::lock_guard lock(mu_);
+        if (it != until_.end() && Clock::now() < it->second) return std::nullopt;
         return generation_;
     }
     void note(fuse_ino_t ino, double seconds, uint64_t asked_at) {
@@ -644,10 +643,10 @@ void jf_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* v
 void jf_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
     Fs& fs = fs_of(req);
     const bool capability = std::strcmp(name, NoCapabilities::kName) == 0;
-    if (capability && fs.no_capabilities.known(ino)) return (void)fuse_reply_err(req, ENODATA);
-    const uint64_t asked_at = capability ? fs.no_capabilities.generation() : 0;
+    std::optional<uint64_t> asked_at = 0;
+    if (capability && !(asked_at = fs.no_capabilities.ask(ino))) return (void)fuse_reply_err(req, ENODATA);
     auto v = fs.client->getxattr(cred_of(req), ino, name);
-    if (capability && v.status().code() == Code::no_data) fs.no_capabilities.note(ino, fs.attr_timeout, asked_at);
+    if (capability && v.status().code() == Code::no_data) fs.no_capabilities.note(ino, fs.attr_timeout, *asked_at);
     if (!v.ok()) return reply_status(req, "getxattr", ino, v.status());
     if (size == 0) return (void)fuse_reply_xattr(req, v->size());
     if (v->size() > size) return (void)fuse_reply_err(req, ERANGE);
