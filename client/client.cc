@@ -135,13 +135,13 @@ void Client::dir_cache_put(const std::string& path, uint64_t ino) {
 }
 
 void Client::dir_cache_forget(const std::string& path) {
-    std::lock_guard lock(dir_cache_mu_);
-    for (auto it = dir_cache_.begin(); it != dir_cache_.end();) {
-        const std::string& k = it->first;
-        const bool below = k.size() > path.size() && k.compare(0, path.size(), path) == 0 &&
-                           (k[path.size()] == '/' || path == "/");
-        it = (k == path || below) ? dir_cache_.erase(it) : std::next(it);
+    if (path == "/") { // everything is below the root
+        std::lock_guard lock(dir_cache_mu_);
+        dir_cache_.clear();
+        return;
     }
+    const auto slash = path.rfind('/');
+    dir_cache_forget_in(slash == 0 ? "/" : path.substr(0, slash), {std::string_view(path).substr(slash + 1)});
 }
 
 void Client::dir_cache_forget_in(const std::string& dir, const std::vector<std::string_view>& names) {
