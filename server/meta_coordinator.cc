@@ -450,7 +450,7 @@ std::vector<Result<RenameResult>> MetaCoordinator::rename_in_dir(const Cred& cre
         for (auto& r : *batch) out.push_back(std::move(r));
         if (!out.empty() && !out.back().ok() && out.back().status().code() == Code::cross_device) {
             const auto& [from, to] = names[out.size() - 1];
-            out.back() = rename(cred, parent, from, parent, to, flags);
+            out.back() = rename_across(cred, parent, from, parent, to, flags); // the shard's own try was the batch's
         }
     }
     return out;
@@ -460,6 +460,11 @@ Result<RenameResult> MetaCoordinator::rename(const Cred& cred, uint64_t old_pare
                                              uint64_t new_parent, const std::string& new_name, uint32_t flags) {
     auto local = shard_.rename(cred, old_parent, old_name, new_parent, new_name, flags);
     if (local.ok() || local.status().code() != Code::cross_device) return local;
+    return rename_across(cred, old_parent, old_name, new_parent, new_name, flags);
+}
+
+Result<RenameResult> MetaCoordinator::rename_across(const Cred& cred, uint64_t old_parent, const std::string& old_name,
+                                                    uint64_t new_parent, const std::string& new_name, uint32_t flags) {
     if (flags & kRenameExchange)
         return Status(Code::cross_device, "RENAME_EXCHANGE of entries on different daemons is not supported");
     if (pending_) resume();

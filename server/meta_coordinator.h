@@ -84,6 +84,9 @@ private:
     // What steps sent to other shards say as done_below: this shard's oldest unfinished intent
     // (0 if unknown).
     uint64_t done_below();
+    // rename once the local shard said cross_device: the operation across shards.
+    Result<RenameResult> rename_across(const Cred& cred, uint64_t old_parent, const std::string& old_name,
+                                       uint64_t new_parent, const std::string& new_name, uint32_t flags);
     Result<RenameInsertResult> rename_insert_at(const Intent& in);
     Result<UnlinkResult> nlink_at(uint64_t intent, IntentStep step, uint64_t ino, int delta);
     Result<std::optional<int64_t>> abort_at(uint32_t shard, uint64_t intent, IntentStep step);
