@@ -39,21 +39,23 @@ void Progress::run() {
 void Progress::print(bool final) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     const uint64_t b = c_.bytes_done.load(), o = c_.objects_done.load();
-    const double pct = c_.bytes_total ? 100.0 * static_cast<double>(b) / static_cast<double>(c_.bytes_total)
-                                      : (c_.objects_total ? 100.0 * static_cast<double>(o) / static_cast<double>(c_.objects_total) : 100.0);
+    const uint64_t bt = c_.bytes_total.load(), ot = c_.objects_total.load();
+    const char* more = c_.listing.load() ? "+" : "";  // totals so far: the listing goes on
+    const double pct = bt ? 100.0 * static_cast<double>(b) / static_cast<double>(bt)
+                          : (ot ? 100.0 * static_cast<double>(o) / static_cast<double>(ot) : 100.0);
     const double mbs = s > 0 ? static_cast<double>(b) / 1e6 / s : 0;
     if (mode_ == 1) {
         char bar[31];
         const int fill = static_cast<int>(pct * 30 / 100);
         for (int i = 0; i < 30; ++i) bar[i] = i < fill ? '#' : '.';
         bar[30] = 0;
-        std::fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu objects %.1f/%.1f MB %.1f MB/s%s", label_.c_str(), bar, pct,
-                     static_cast<unsigned long long>(o), static_cast<unsigned long long>(c_.objects_total),
-                     static_cast<double>(b) / 1e6, static_cast<double>(c_.bytes_total) / 1e6, mbs, final ? "\n" : "");
+        std::fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu%s objects %.1f/%.1f%s MB %.1f MB/s%s", label_.c_str(), bar, pct,
+                     static_cast<unsigned long long>(o), static_cast<unsigned long long>(ot), more,
+                     static_cast<double>(b) / 1e6, static_cast<double>(bt) / 1e6, more, mbs, final ? "\n" : "");
     } else {
-        std::fprintf(stderr, "%s: %.0f%% %llu/%llu objects, %.1f/%.1f MB, %.1f MB/s, %.0f s\n", label_.c_str(), pct,
-                     static_cast<unsigned long long>(o), static_cast<unsigned long long>(c_.objects_total),
-                     static_cast<double>(b) / 1e6, static_cast<double>(c_.bytes_total) / 1e6, mbs, s);
+        std::fprintf(stderr, "%s: %.0f%% %llu/%llu%s objects, %.1f/%.1f%s MB, %.1f MB/s, %.0f s\n", label_.c_str(), pct,
+                     static_cast<unsigned long long>(o), static_cast<unsigned long long>(ot), more,
+                     static_cast<double>(b) / 1e6, static_cast<double>(bt) / 1e6, more, mbs, s);
     }
     std::fflush(stderr);
 }

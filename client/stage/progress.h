@@ -15,7 +15,9 @@ namespace jobfs::stage {
 
 struct Counters {
     std::atomic<uint64_t> objects_done{0}, bytes_done{0};
-    uint64_t objects_total = 0, bytes_total = 0;
+    // Grow while a listing still comes in (listing set): the bar then shows "N+" totals.
+    std::atomic<uint64_t> objects_total{0}, bytes_total{0};
+    std::atomic<bool> listing{false};
 };
 
 class Progress {

@@ -298,8 +298,7 @@ Result<S3Client::Response> S3Client::perform_once(const Call& call, bool* retry)
                   std::to_string(resp.status) + " " + code + (message.empty() ? "" : ": " + message));
 }
 
-Result<std::vector<ObjectInfo>> S3Client::list(const std::string& bucket, const std::string& prefix, int page_size) {
-    std::vector<ObjectInfo> out;
+Status S3Client::list_pages(const std::string& bucket, const std::string& prefix, int page_size, const Page& page) {
     std::string token;
     for (;;) {
         Call c("GET", bucket);
@@ -308,17 +307,30 @@ Result<std::vector<ObjectInfo>> S3Client::list(const std::string& bucket, const 
         if (!token.empty()) c.query.emplace_back("continuation-token", token);
         auto r = perform(c);
         if (!r.ok()) return r.status();
+        std::vector<ObjectInfo> objects;
         for (auto block : xml_blocks(r->body, "Contents")) {
             ObjectInfo o;
             o.key = xml_first(block, "Key");
             o.size = std::strtoull(xml_first(block, "Size").c_str(), nullptr, 10);
             o.etag = unquote(xml_first(block, "ETag"));
-            out.push_back(std::move(o));
+            objects.push_back(std::move(o));
         }
         token = xml_first(r->body, "NextContinuationToken");
-        if (xml_first(r->body, "IsTruncated") != "true") break;
-        if (token.empty()) return Status(Code::protocol, "ListObjectsV2 of " + bucket + " is truncated but has no continuation token");
+        const bool truncated = xml_first(r->body, "IsTruncated") == "true";
+        if (truncated && token.empty())
+            return Status(Code::protocol, "ListObjectsV2 of " + bucket + " is truncated but has no continuation token");
+        JOBFS_RETURN_IF_ERROR(page(std::move(objects)));
+        if (!truncated) return Status::OK();
     }
+}
+
+Result<std::vector<ObjectInfo>> S3Client::list(const std::string& bucket, const std::string& prefix, int page_size) {
+    std::vector<ObjectInfo> out;
+    Status s = list_pages(bucket, prefix, page_size, [&out](std::vector<ObjectInfo>&& objects) {
+        out.insert(out.end(), std::make_move_iterator(objects.begin()), std::make_move_iterator(objects.end()));
+        return Status::OK();
+    });
+    if (!s.ok()) return s;
     return out;
 }
 

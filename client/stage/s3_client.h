@@ -56,6 +56,11 @@ public:
 
     // ListObjectsV2 over every page (continuation tokens); keys in the server's order.
     Result<std::vector<ObjectInfo>> list(const std::string& bucket, const std::string& prefix, int page_size = 1000);
+    // The same, each page handed to `page` as it arrives, so the caller can start on it while
+    // the next is listed (a bucket of a million keys is a thousand pages, one after the
+    // other). An error from `page` ends the listing with that error.
+    using Page = std::function<Status(std::vector<ObjectInfo>&&)>;
+    Status list_pages(const std::string& bucket, const std::string& prefix, int page_size, const Page& page);
     Result<HeadInfo> head(const std::string& bucket, const std::string& key);
     // GET of [offset, offset+length) (length 0: the whole object). With if_match set, a
     // changed object fails (412 PreconditionFailed) instead of mixing two versions.

@@ -1,5 +1,6 @@
 // stage.cc: the staging engine. The main thread lists both sides, decides what to copy
-// (this rank's share, minus what is complete already) and queues work units; a pool of
+// (this rank's share, minus what is complete already) and queues work units (a stage-in of
+// a prefix page by page, as the listing comes in); a pool of
 // --parallel threads runs them. An object up to the part size is one unit (one GET or PUT);
 // a larger one is a unit per part, and whichever part finishes last completes the object
 // (rename into place, or CompleteMultipartUpload), or undoes it if any part failed.
@@ -445,7 +446,11 @@ void abort_leftover_uploads(Run& r, const std::string& prefix, const std::vector
 
 // ---- planning ----------------------------------------------------------------------------
 
-Status plan_in(Run& r, const Location& src, const Location& dst, std::vector<Item>& items, std::string* manifest_dir) {
+// Where a stage-in reads: one object (its item made here), or every key below a prefix
+// (*list_prefix and *manifest_dir set), listed page by page while the transfers run
+// (items_of_page).
+Status plan_in(Run& r, const Location& src, const Location& dst, std::deque<Item>& items, std::string* list_prefix,
+               std::string* manifest_dir) {
     r.bucket = src.bucket;
     std::string prefix = src.key;
     auto dst_info = r.fs->stat(dst.path);
@@ -465,31 +470,31 @@ Status plan_in(Run& r, const Location& src, const Location& dst, std::vector<Ite
         prefix += '/';  // not an object: the "directory" of that name, as aws s3 cp --recursive
     }
     if (dst_info.ok() && !dst_is_dir) return Status(Code::not_dir, r.fs->display(dst.path) + " is a file; a prefix is staged into a directory");
-    auto list = r.s3.list(src.bucket, prefix);
-    if (!list.ok()) return list.status();
+    *list_prefix = prefix;
     *manifest_dir = dst.path;
-    for (auto& o : *list) {
-        std::string rel = o.key.substr(prefix.size());
-        if (rel.empty() || rel.back() == '/' || is_manifest_or_temp(rel)) continue;  // directory markers, our own files
-        Item it;
-        it.key = o.key;
-        it.size = o.size;
-        it.etag = o.etag;
-        it.path = join(dst.path, rel);
-        if (!safe_relative(rel)) {
-            items.push_back(it);
-            r.fail(items.back(), Status(Code::invalid, "key has an empty, '.' or '..' component: no safe file name below " + r.fs->display(dst.path)));
-            continue;
-        }
-        items.push_back(std::move(it));
-    }
-    if (list->empty())
-        return Status(Code::not_found, "nothing to stage: no object " + s3_url(src.bucket, src.key) +
-                                           (src.key.empty() || src.key.back() == '/' ? "" : " and none below " + s3_url(src.bucket, prefix)));
     return Status::OK();
 }
 
-Status plan_out(Run& r, const Location& src, const Location& dst, std::vector<Item>& items, std::string* manifest_prefix) {
+// This rank's share of a listed page below `prefix`, as items of a stage-in into `dst`,
+// appended to `items`.
+void items_of_page(Run& r, const std::string& prefix, const Location& dst, std::vector<ObjectInfo>& page,
+                   std::deque<Item>& items) {
+    for (auto& o : page) {
+        std::string rel = o.key.substr(prefix.size());
+        if (rel.empty() || rel.back() == '/' || is_manifest_or_temp(rel)) continue;  // directory markers, our own files
+        if (stage_rank_of(o.key, r.o.ranks) != r.o.rank) continue;
+        Item it;
+        it.key = std::move(o.key);
+        it.size = o.size;
+        it.etag = std::move(o.etag);
+        it.path = join(dst.path, rel);
+        items.push_back(std::move(it));
+        if (!safe_relative(rel))
+            r.fail(items.back(), Status(Code::invalid, "key has an empty, '.' or '..' component: no safe file name below " + r.fs->display(dst.path)));
+    }
+}
+
+Status plan_out(Run& r, const Location& src, const Location& dst, std::deque<Item>& items, std::string* manifest_prefix) {
     r.bucket = dst.bucket;
     auto st = r.fs->stat(src.path);
     if (!st.ok()) return st.status();
@@ -563,30 +568,42 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         r.fs = fs_store_local();
     }
 
-    std::vector<Item> items;
+    // Items live in a deque: the work queued holds pointers to them while a listing still adds.
+    std::deque<Item> items;
     std::string manifest_at;  // directory (stage-in) or prefix (stage-out); unset for one object
+    std::string list_prefix;  // stage-in of a tree: the keys below it, listed as the copy runs
     bool tree = false;
+    const std::string what = o.in ? src->text : dst->text;
+    auto planning_failed = [&](const Status& s) {
+        return Status(s.code(), std::string(verb) + " " + (o.in ? "from " : "to ") + what + " failed: " + s.message());
+    };
     {
         std::string where;
-        Status s = o.in ? plan_in(r, *src, *dst, items, &where) : plan_out(r, *src, *dst, items, &where);
-        const std::string what = o.in ? src->text : dst->text;
-        if (!s.ok()) return Status(s.code(), std::string(verb) + " " + (o.in ? "from " : "to ") + what + " failed: " + s.message());
+        Status s = o.in ? plan_in(r, *src, *dst, items, &list_prefix, &where) : plan_out(r, *src, *dst, items, &where);
+        if (!s.ok()) return planning_failed(s);
         tree = o.in ? !where.empty() : !(items.size() == 1 && items[0].path == src->path);
         manifest_at = where;
     }
-    if (const char* pause = std::getenv("JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS")) { // fault injection (tests)
+    const bool streamed = o.in && tree;
+    bool paused = false;
+    auto test_pause = [&](size_t listed) { // fault injection (tests), once the listing (or its first page) is in
+        const char* pause = std::getenv("JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS");
+        if (!pause || paused) return;
+        paused = true;
         // Said first, so that a test changes the store once the listing is done, however
         // long the start took (a fixed sleep in the test lost that race on a loaded machine).
         std::fprintf(stderr, "%s: listed %zu objects; pausing %s ms (JOBFS_STAGE_TEST_PAUSE_AFTER_LIST_MS)\n", verb,
-                     items.size(), pause);
+                     listed, pause);
         std::fflush(stderr);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(pause)));
-    }
+    };
+    if (!streamed) test_pause(items.size());
 
-    // This rank's share, and resume: what a previous run completed is left alone.
+    // This rank's share (a streamed listing's pages come with only this rank's items).
     std::vector<Item*> mine;
-    for (auto& it : items)
-        if (stage_rank_of(it.key, o.ranks) == o.rank) mine.push_back(&it);
+    if (!streamed)
+        for (auto& it : items)
+            if (stage_rank_of(it.key, o.ranks) == o.rank) mine.push_back(&it);
     std::map<std::string, ObjectInfo> remote_now;
     bool listed = true; // false: the listing failed, so every object is asked for by HEAD
     if (!o.in && o.resume) {
@@ -607,10 +624,11 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         }
     }
     if (!o.in && !mine.empty()) abort_leftover_uploads(r, tree ? manifest_at : mine[0]->key, mine);
-    std::set<std::string> dirs;
-    // Stage-in's resume looks up only the names that are there: one listing per destination
-    // directory, not a lookup per object (a fresh destination, the usual case, costs none).
-    // A directory that cannot be listed is asked name by name, as before.
+
+    // Resume: what a previous run completed is left alone. Stage-in's looks up only the names
+    // that are there: one listing per destination directory, not a lookup per object (a fresh
+    // destination, the usual case, costs none). A directory that cannot be listed is asked
+    // name by name.
     std::map<std::string, std::optional<std::set<std::string>>> present; // nullopt: not listed
     auto may_exist = [&](const std::string& path) {
         const std::string d = dirname_of(path);
@@ -621,8 +639,10 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         }
         return !p->second || p->second->count(basename_of(path)) != 0;
     };
-    for (Item* it : mine) {
-        if (it->failed) continue;
+    std::set<std::string> dirs;  // stage-in: destination directories made
+    // An item of this rank: skipped if complete, else counted and its directory made.
+    auto admit = [&](Item* it) -> Status {
+        if (it->failed) return Status::OK();
         r.counters.objects_total++;
         if (o.resume && o.in) {
             if (may_exist(it->path)) {
@@ -643,58 +663,104 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         }
         if (it->skipped) {
             ++r.counters.objects_done;
-            continue;
+            return Status::OK();
         }
         r.counters.bytes_total += it->size;
-        if (o.in) dirs.insert(dirname_of(it->path));
-    }
-    for (const auto& d : dirs) {
-        Status s = r.fs->mkdirs(d);
-        if (!s.ok()) return s.with_context(std::string(verb) + ": create " + r.fs->display(d));
-    }
+        if (o.in) {
+            const std::string d = dirname_of(it->path);
+            if (dirs.insert(d).second) {
+                Status s = r.fs->mkdirs(d);
+                if (!s.ok()) return s.with_context(std::string(verb) + ": create " + r.fs->display(d));
+            }
+        }
+        return Status::OK();
+    };
 
+    Status stopped;  // what ended the planning early (a page of the listing, or a directory not made)
+    size_t listed_n = 0;
+    std::optional<size_t> list_failed_after;  // a streamed listing failed, after this many keys
     {
-        Progress progress(verb, r.counters, o.progress, o.progress_interval_s);
+        std::optional<Progress> progress;  // from the first work queued: a failed start prints no bar
         // Declared before the S3 pool: destroyed after it, so no GET queues a write on a
         // writer that has stopped.
         Writer writer(o.in ? o.parallel : 0, static_cast<uint64_t>(std::max(1, o.parallel)) * o.part_size);
         Pool pool(o.parallel);
-        for (Item* it : mine) {
-            if (it->failed || it->skipped) continue;
+        auto queue = [&](Item* it) {
+            if (it->failed || it->skipped) return;
             if (it->size <= (o.in ? o.part_size : std::max(o.part_size, o.multipart_threshold))) {
                 pool.add([&r, &writer, it] {
                     if (r.endpoint_down()) return r.fail(*it, Status(Code::refused, "not attempted: the S3 endpoint is unreachable"));
                     r.o.in ? get_small(r, writer, *it) : put_small(r, *it);
                 });
-                continue;
+                return;
             }
             auto m = std::make_shared<Multi>();
             m->item = it;
             m->parts = static_cast<int>((it->size + o.part_size - 1) / o.part_size);
-            if (!o.in && m->parts > 10000)
-                { r.fail(*it, Status(Code::too_large, "more than 10000 parts: use a larger --part-size")); continue; }
+            if (!o.in && m->parts > 10000) return r.fail(*it, Status(Code::too_large, "more than 10000 parts: use a larger --part-size"));
             m->left = m->parts;
             if (o.in) {
                 auto w = r.fs->create(it->path, it->size, it->etag);
-                if (!w.ok()) { r.fail(*it, w.status()); continue; }
+                if (!w.ok()) return r.fail(*it, w.status());
                 m->out = std::move(*w);
             } else {
                 auto h = r.fs->open(it->path);
-                if (!h.ok()) { r.fail(*it, h.status()); continue; }
+                if (!h.ok()) return r.fail(*it, h.status());
                 m->in = std::move(*h);
                 auto id = r.s3.multipart_create(r.bucket, it->key, source_meta(*it));
-                if (!id.ok()) { r.fail(*it, id.status().with_context("CreateMultipartUpload")); continue; }
+                if (!id.ok()) return r.fail(*it, id.status().with_context("CreateMultipartUpload"));
                 m->upload_id = *id;
                 m->etags.resize(static_cast<size_t>(m->parts));
             }
             for (int p = 0; p < m->parts; ++p)
                 pool.add([&r, m, p] { r.o.in ? get_part(r, m, p) : put_part(r, m, p); });
+        };
+        if (streamed) {
+            // Each page's objects are queued as it arrives: the copy starts with the first
+            // page, not after the last (the server lists the next page while GETs run).
+            Status admit_failed;  // a directory not made: said as it is, not as a listing's failure
+            r.counters.listing = true;
+            stopped = r.s3.list_pages(r.bucket, list_prefix, 1000, [&](std::vector<ObjectInfo>&& page) -> Status {
+                listed_n += page.size();
+                const size_t first = items.size();
+                items_of_page(r, list_prefix, *dst, page, items);
+                test_pause(listed_n);
+                if (!progress && first < items.size()) progress.emplace(verb, r.counters, o.progress, o.progress_interval_s);
+                for (size_t i = first; i < items.size(); ++i) {
+                    mine.push_back(&items[i]);
+                    if (Status a = admit(&items[i]); !a.ok()) return admit_failed = a;
+                    queue(&items[i]);
+                }
+                return Status::OK();
+            });
+            r.counters.listing = false;
+            if (stopped.ok() && listed_n == 0)
+                stopped = Status(Code::not_found, "nothing to stage: no object " + s3_url(src->bucket, src->key) +
+                                                      (src->key.empty() || src->key.back() == '/' ? "" : " and none below " + s3_url(src->bucket, list_prefix)));
+            if (!stopped.ok() && admit_failed.ok()) list_failed_after = listed_n;
+        } else {
+            for (Item* it : mine)
+                if (stopped = admit(it); !stopped.ok()) break;
+            if (stopped.ok()) {
+                progress.emplace(verb, r.counters, o.progress, o.progress_interval_s);
+                for (Item* it : mine) queue(it);
+            }
         }
         pool.wait();
         writer.wait();
         r.fs->flush_commits();
-        progress.stop();
+        if (progress) progress->stop();
     }
+    // A listing that failed after its first pages had been queued: what was queued finished
+    // (above), but nothing claims completeness: no manifest, a non-zero exit, and the message
+    // says how far it got.
+    if (list_failed_after && *list_failed_after > 0)
+        return planning_failed(Status(stopped.code(), "the listing stopped after " + std::to_string(*list_failed_after) +
+                                                          " keys (" + std::to_string(r.counters.objects_done.load()) +
+                                                          " objects copied or complete; run it again to resume): " +
+                                                          stopped.message()));
+    if (list_failed_after) return planning_failed(stopped);
+    if (!stopped.ok()) return stopped;
 
     if (r.not_shown)
         std::fprintf(stderr, "jobfs: %s: %llu more objects failed (not shown)\n", verb,
