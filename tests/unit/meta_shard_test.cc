@@ -1027,19 +1027,27 @@ TEST_F(MetaShardTest, ReopenServesTheSameTreeAndNeverReusesNumbers) {
 
 // ---- a full disk ---------------------------------------------------------------------------
 
+// A small tmpfs that a test mounts at DIR/small (root only), unmounted however the test ends
+// (declared before the shard on it, so after the shard is closed).
+struct SmallTmpfs {
+    fs::path path;
+    int error = 0;  // errno of a failed mount
+    SmallTmpfs(const fs::path& dir, const std::string& size) : path(dir / "small") {
+        fs::create_directory(path);
+        if (::mount("jobfs-test", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) != 0) error = errno;
+    }
+    ~SmallTmpfs() {
+        if (!error) ::umount2(path.c_str(), MNT_DETACH);
+    }
+};
+
 // The database on a 256 KiB tmpfs that the test mounts (root only; skipped elsewhere): writes
 // run into SQLITE_FULL, which must come back as no_space and leave nothing behind.
 TEST_F(MetaShardTest, FullDiskGivesNoSpaceAndLosesNothing) {
     shard_.reset();
-    fs::path small = dir_ / "small";
-    fs::create_directory(small);
-    if (::mount("jobfs-test", small.c_str(), "tmpfs", 0, "size=256k") != 0)
-        GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-    // Unmounted however the test ends (after the shard below is closed).
-    struct Unmount {
-        fs::path p;
-        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-    } unmount{small};
+    SmallTmpfs tmpfs(dir_, "256k");
+    if (tmpfs.error) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(tmpfs.error);
+    const fs::path& small = tmpfs.path;
     {
         auto opened = MetaShard::open((small / "meta0.db").string(), 0);
         ASSERT_TRUE(opened.ok()) << opened.status().to_string();
@@ -1066,6 +1074,72 @@ TEST_F(MetaShardTest, FullDiskGivesNoSpaceAndLosesNothing) {
         for (int i = 0; i < stored; ++i)
             EXPECT_EQ(*s.getxattr(kRoot, f->ino, "user.v" + std::to_string(i)), value);
         EXPECT_EQ(s.lookup(kRoot, kRootIno, "f")->ino, f->ino);
+    }
+}
+
+// A batch rename (one transaction, a savepoint per entry) on a database that has no room
+// left: each entry either reports success and is renamed, or fails with no_space and keeps its
+// name; if the transaction fails as a whole (here: its commit, which writes the WAL), the
+// whole batch fails and nothing is renamed. Either way the outcomes say what is there, also
+// after the shard is opened again.
+TEST_F(MetaShardTest, ABatchRenameOnAFullDiskSaysWhatItDidAndLosesNothing) {
+    shard_.reset();
+    SmallTmpfs tmpfs(dir_, "1m");
+    if (tmpfs.error) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(tmpfs.error);
+    const fs::path& small = tmpfs.path;
+    constexpr int kFiles = 12;
+    std::vector<std::pair<std::string, std::string>> names;
+    for (int i = 0; i < kFiles; ++i)  // long new names: the renamed rows need pages of their own
+        names.emplace_back("t" + std::to_string(i), "renamed-" + std::to_string(i) + "-" + std::string(200, 'n'));
+    std::vector<bool> renamed(kFiles, false);
+    uint64_t d = 0;
+    {
+        auto opened = MetaShard::open((small / "meta0.db").string(), 0);
+        ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+        MetaShard& s = **opened;
+        auto dir = s.mkdir(kRoot, kRootIno, "d", 0755);
+        ASSERT_TRUE(dir.ok());
+        d = dir->ino;
+        for (const auto& [from, to] : names) ASSERT_TRUE(s.create(kRoot, d, from, 0644, true).ok()) << from;
+        auto filler = s.create(kRoot, kRootIno, "filler", 0644, true);
+        ASSERT_TRUE(filler.ok());
+        // Filled with large values, then smaller ones, until not even 100 bytes fit.
+        int n = 0;
+        for (size_t len : {size_t(kMaxXattrValueLen), size_t(4096), size_t(100)}) {
+            Status full;
+            for (int i = 0; i < 1000 && full.ok(); ++i)
+                full = s.setxattr(kRoot, filler->ino, "user.v" + std::to_string(n++), std::string(len, 'v'), 0);
+            ASSERT_EQ(full.code(), Code::no_space) << "1 MiB never filled up: " << full.to_string();
+        }
+
+        auto out = s.rename_in_dir(kRoot, d, names);
+        int failed = 0;
+        if (!out.ok()) {
+            EXPECT_EQ(out.status().code(), Code::no_space) << out.status().to_string();
+            failed = kFiles;
+        } else {
+            ASSERT_EQ(out->size(), names.size());
+            for (int i = 0; i < kFiles; ++i) {
+                if ((*out)[i].ok()) {
+                    renamed[i] = true;
+                } else {
+                    EXPECT_EQ(code((*out)[i]), Code::no_space) << (*out)[i].status().to_string();
+                    ++failed;
+                }
+            }
+        }
+        EXPECT_GT(failed, 0) << "the full disk took every rename";
+        // What the outcomes say is what the directory holds.
+        for (int i = 0; i < kFiles; ++i) {
+            EXPECT_EQ(s.lookup(kRoot, d, names[i].first).ok(), !renamed[i]) << names[i].first;
+            EXPECT_EQ(s.lookup(kRoot, d, names[i].second).ok(), renamed[i]) << names[i].second;
+        }
+    }
+    auto reopened = MetaShard::open((small / "meta0.db").string(), 0);
+    ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
+    for (int i = 0; i < kFiles; ++i) {
+        EXPECT_EQ((*reopened)->lookup(kRoot, d, names[i].first).ok(), !renamed[i]) << "reopened: " << names[i].first;
+        EXPECT_EQ((*reopened)->lookup(kRoot, d, names[i].second).ok(), renamed[i]) << "reopened: " << names[i].second;
     }
 }
 
