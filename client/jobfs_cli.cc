@@ -231,8 +231,10 @@ int cmd_status(int argc, char** argv) {
         if (!s.ok()) return fail(s.status().with_context("daemon " + std::to_string(r)));
         const double wall = std::chrono::duration<double>(Clock::now() - t0[r]).count();
         const double cpu = ((s->cpu_user_us + s->cpu_system_us) - (first[r].cpu_user_us + first[r].cpu_system_us)) / 1e6;
-        std::printf("%-4u %-22s cpu %6.2f %%  (%.3f s user+system)  rss %.1f M\n", r, info->daemons[r].c_str(),
-                    wall > 0 ? 100.0 * cpu / wall : 0.0, cpu, s->rss_bytes / 1048576.0);
+        const double beats = static_cast<double>(s->heartbeats_sent - first[r].heartbeats_sent);
+        std::printf("%-4u %-22s cpu %6.2f %%  (%.3f s user+system)  rss %.1f M  heartbeats sent %.1f/s\n", r,
+                    info->daemons[r].c_str(), wall > 0 ? 100.0 * cpu / wall : 0.0, cpu, s->rss_bytes / 1048576.0,
+                    wall > 0 ? beats / wall : 0.0);
     }
     return 0;
 }

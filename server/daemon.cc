@@ -232,11 +232,15 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
         }
     }
     // DaemonStats: the process's figures, the reads clients of this node made from chunk files
-    // (described by the local socket) and the bytes written from their arenas. The worker
-    // goes first at stop, so the handler never outlives what it reads.
-    serve_daemon_stats(*p.worker, [chunks = p.chunk_service.get(), local = p.local_reads.get()](proto::DaemonStatsResponse& s) {
+    // (described by the local socket), the bytes written from their arenas and the heartbeats
+    // sent. A status query leaves the daemon at rest. The worker goes first at stop, so the
+    // handler never outlives what it reads.
+    serve_daemon_stats(*p.worker, [chunks = p.chunk_service.get(), local = p.local_reads.get(),
+                                   membership](proto::DaemonStatsResponse& s) {
+        membership->served_monitoring();
         s.local_reads = local ? local->reads() : 0;
         s.arena_write_bytes = chunks->arena_write_bytes();
+        s.heartbeats_sent = membership->heartbeats_sent();
     });
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();

@@ -26,7 +26,7 @@ const char* state_name(uint8_t s) {
 
 Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, PeerFn peer, ReconnectFn reconnect,
                        Options options)
-    : rank_(rank), size_(size), peer_(std::move(peer)), reconnect_(std::move(reconnect)), options_(options) {
+    : worker_(worker), rank_(rank), size_(size), peer_(std::move(peer)), reconnect_(std::move(reconnect)), options_(options) {
     table_.version = 1;
     table_.manager = 0;
     table_.states.assign(size, proto::kDaemonServing);
@@ -38,6 +38,7 @@ Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, 
     outstanding_.assign(size, false);
     auto* self = this;
     rpc::serve<proto::Heartbeat>(worker, [self](ServerCall call, proto::HeartbeatRequest&& req) {
+        ++self->not_work_served_; // before the reply: work_served() never sees it as work
         uint64_t v;
         {
             std::lock_guard l(self->mu_);
@@ -205,14 +206,31 @@ void Membership::republish() {
     publish(p);
 }
 
+std::chrono::milliseconds Membership::rest_interval() const {
+    return std::max(options_.interval, options_.failure_timeout / 4);
+}
+
+uint64_t Membership::work_served() const { return worker_.stats().requests_served - not_work_served_.load(); }
+
 void Membership::loop() {
+    // The heartbeats of a daemon at rest were all of its CPU time (0.4-0.5 % with three
+    // daemons every 200 ms); they slow down once no other request has come for kRestAfter,
+    // and speed up again from the first round after one has.
+    uint64_t work = work_served();
+    auto last_work = Clock::now();
     std::unique_lock l(stop_mu_);
     while (!stopping_) {
         l.unlock();
         heartbeat_all();
         manage();
+        const auto now = Clock::now();
+        if (const uint64_t w = work_served(); w != work) {
+            work = w;
+            last_work = now;
+        }
+        const auto wait = now - last_work >= kRestAfter ? rest_interval() : options_.interval;
         l.lock();
-        stop_cv_.wait_for(l, options_.interval, [this] { return stopping_; });
+        stop_cv_.wait_for(l, wait, [this] { return stopping_; });
     }
 }
 
@@ -252,6 +270,7 @@ void Membership::heartbeat_all() {
         }
         transport::CallOptions o;
         o.timeout = options_.failure_timeout;
+        ++heartbeats_sent_;
         rpc::call_async<proto::Heartbeat>(*ep, proto::HeartbeatRequest{rank_, v}, o,
                                           [this, r](Result<proto::HeartbeatResponse> res, size_t) {
                                               bool behind = false;

@@ -2,6 +2,9 @@
 // (docs/replication.md, "Failure detection").
 //
 // Every daemon sends a heartbeat to every peer each `interval` and notes when each answered.
+// At rest (no request but heartbeats and status queries for kRestAfter) it sends them every
+// failure_timeout / 4 instead (rest_interval()): a daemon nobody uses costs next to no CPU,
+// and a lost peer is still taken offline within failure_timeout plus that interval.
 // The manager is the lowest-ranked daemon this daemon hears from (itself included), so it is
 // chosen without an election and replaced as soon as it stops answering. A daemon is lost when
 // its connection is broken (the heartbeat fails at once: the process died, the host reset the
@@ -87,8 +90,16 @@ public:
     // Pushes this daemon's table again to every peer it hears from (one that missed it).
     void republish();
 
+    // Between heartbeats at rest: failure_timeout / 4, never below `interval`.
+    std::chrono::milliseconds rest_interval() const;
+    static constexpr std::chrono::seconds kRestAfter{2};
+    // A request served that is no use of the daemon (a status query): it leaves it at rest.
+    void served_monitoring() { ++not_work_served_; }
+    uint64_t heartbeats_sent() const { return heartbeats_sent_.load(); }
+
 private:
     void loop();
+    uint64_t work_served() const; // requests served but heartbeats and status: moves while the daemon is used
     void reconnect_loop(); // the reconnect thread: connects afresh to peers whose connection broke
     void heartbeat_all();
     void manage();
@@ -105,6 +116,9 @@ private:
     void fetch_from(uint32_t rank);
     bool alive(uint32_t r, std::chrono::steady_clock::time_point now) const;
 
+    transport::Worker& worker_;
+    std::atomic<uint64_t> not_work_served_{0}; // heartbeats answered, status queries
+    std::atomic<uint64_t> heartbeats_sent_{0};
     const uint32_t rank_;
     const uint32_t size_;
     PeerFn peer_;

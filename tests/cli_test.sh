@@ -17,6 +17,7 @@ grep -q "export JOBFS_CLUSTER=$dir/cluster" "$tmp/up.out" || { echo "not ok - ex
 export JOBFS_CLUSTER=$dir/cluster
 check "a second local up in the same place is refused" sh -c "! '$JOBFS' local up --dir '$dir' 2>/dev/null"
 check "status lists three daemons" sh -c "[ \$('$JOBFS' status | grep -c 127.0.0.1) -eq 3 ]"
+check "status --idle-check gives each daemon's CPU and heartbeat rate" sh -c "[ \$('$JOBFS' status --idle-check=1 | grep -c 'cpu *[0-9.]* %.*heartbeats sent [0-9.]*/s') -eq 3 ]"
 check "mkdir -p" "$JOBFS" mkdir -p /x/y/z
 head -c 5000000 /dev/urandom > "$tmp/in"
 check "cp in" "$JOBFS" cp "$tmp/in" jobfs:/x/y/z/file

@@ -157,7 +157,10 @@ struct DaemonStatsResponse {
     // make themselves (local socket), bytes written that came from their write arenas.
     uint64_t local_reads = 0;
     uint64_t arena_write_bytes = 0;
-    JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes)
+    // Heartbeats this daemon sent to its peers (fewer per second at rest: server/membership.h).
+    uint64_t heartbeats_sent = 0;
+    JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes,
+                 heartbeats_sent)
 };
 
 JOBFS_RPC(ChunkWrite, 32, ChunkWriteRequest, Empty);

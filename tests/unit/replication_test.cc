@@ -22,6 +22,7 @@
 #include "client/layout.h"
 #include "client/local_cluster.h"
 #include "client/scrub.h"
+#include "rpc.h"
 #include "server/chunk_store.h"
 #include "test_util.h"
 
@@ -569,6 +570,59 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     n = cl.pread(**r, 0, back);
     ASSERT_TRUE(n.ok()) << n.status().to_string();
     EXPECT_TRUE(back == data);
+}
+
+// ---- membership at rest ----------------------------------------------------------------------
+
+// Daemons nobody uses send heartbeats every failure_timeout / 4 (here 500 ms), not every
+// heartbeat-ms (100 ms): their CPU at rest was all heartbeats. A status query leaves them at
+// rest; requests put the daemon that serves them back on the short interval. A daemon killed
+// while all are at rest is still taken offline within failure_timeout plus that interval.
+TEST(ReplicationMembership, DaemonsAtRestHeartbeatLessOftenAndStillTakeALostOneOffline) {
+    test::TempDir dir("jobfs-repl-rest");
+    auto sc = start_small(dir.path(), {"--heartbeat-ms", "100", "--failure-timeout-ms", "2000"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    Client& cl = *sc->client;
+    auto beats = [&](uint32_t rank) -> uint64_t {
+        auto s = jobfs::transport::rpc::call<proto::DaemonStats>(cl.daemons()[rank], proto::Empty{});
+        EXPECT_TRUE(s.ok()) << s.status().to_string();
+        return s.ok() ? s->heartbeats_sent : 0;
+    };
+    const auto window = std::chrono::seconds(2);
+    // At rest: the client's connection is more than 2 s (kRestAfter) old.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    uint64_t b0 = beats(0);
+    std::this_thread::sleep_for(window);
+    const uint64_t at_rest = beats(0) - b0;
+    EXPECT_LE(at_rest, 2u * (2000 / 500 + 1)) << "two peers every 500 ms; every 100 ms would be 40";
+    EXPECT_GE(at_rest, 2u) << "daemons at rest still send heartbeats";
+
+    // In use: the root's shard (daemon 0) answers a stat every 20 ms.
+    std::atomic<bool> stop{false};
+    std::thread user([&] {
+        while (!stop) {
+            (void)cl.stat("/");
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(700)); // its next heartbeat round sees the work
+    b0 = beats(0);
+    std::this_thread::sleep_for(window);
+    const uint64_t in_use = beats(0) - b0;
+    stop = true;
+    user.join();
+    EXPECT_GE(in_use, 24u) << "two peers every 100 ms would be 40";
+    std::printf("# heartbeats daemon 0 sent in 2 s: %llu at rest, %llu in use\n", static_cast<unsigned long long>(at_rest),
+                static_cast<unsigned long long>(in_use));
+
+    // All at rest again, daemon 2 is killed: offline within 2000 + 500 ms (and a second of slack).
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    sc->cluster->kill(2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    auto t = cl.chain_table();
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    ASSERT_EQ(t->states.size(), 3u);
+    EXPECT_EQ(t->states[2], proto::kDaemonOffline);
 }
 
 // ---- metadata shards: replicated, failed over, caught up -----------------------------------
