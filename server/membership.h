@@ -90,14 +90,14 @@ public:
     // Pushes this daemon's table again to every peer it hears from (one that missed it).
     void republish();
 
-    // Between heartbeats at rest: failure_timeout / 4, never below `interval`.
-    std::chrono::milliseconds rest_interval() const;
-    static constexpr std::chrono::seconds kRestAfter{2};
     // A request served that is no use of the daemon (a status query): it leaves it at rest.
     void served_monitoring() { ++not_work_served_; }
     uint64_t heartbeats_sent() const { return heartbeats_sent_.load(); }
 
 private:
+    // Between heartbeats at rest: failure_timeout / 4, never below `interval`.
+    std::chrono::milliseconds rest_interval() const;
+    static constexpr std::chrono::seconds kRestAfter{2};
     void loop();
     uint64_t work_served() const; // requests served but heartbeats and status: moves while the daemon is used
     void reconnect_loop(); // the reconnect thread: connects afresh to peers whose connection broke

@@ -677,8 +677,8 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     };
 
     Status stopped;  // what ended the planning early (a page of the listing, or a directory not made)
-    size_t listed_n = 0;
-    std::optional<size_t> list_failed_after;  // a streamed listing failed, after this many keys
+    size_t listed_n = 0;        // keys listed (a streamed listing)
+    bool listing_failed = false; // a streamed listing ended in an error (stopped says which)
     {
         std::optional<Progress> progress;  // from the first work queued: a failed start prints no bar
         // Declared before the S3 pool: destroyed after it, so no GET queues a write on a
@@ -737,7 +737,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
             if (stopped.ok() && listed_n == 0)
                 stopped = Status(Code::not_found, "nothing to stage: no object " + s3_url(src->bucket, src->key) +
                                                       (src->key.empty() || src->key.back() == '/' ? "" : " and none below " + s3_url(src->bucket, list_prefix)));
-            if (!stopped.ok() && admit_failed.ok()) list_failed_after = listed_n;
+            listing_failed = !stopped.ok() && admit_failed.ok();
         } else {
             for (Item* it : mine)
                 if (stopped = admit(it); !stopped.ok()) break;
@@ -754,12 +754,12 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     // A listing that failed after its first pages had been queued: what was queued finished
     // (above), but nothing claims completeness: no manifest, a non-zero exit, and the message
     // says how far it got.
-    if (list_failed_after && *list_failed_after > 0)
-        return planning_failed(Status(stopped.code(), "the listing stopped after " + std::to_string(*list_failed_after) +
+    if (listing_failed && listed_n > 0)
+        return planning_failed(Status(stopped.code(), "the listing stopped after " + std::to_string(listed_n) +
                                                           " keys (" + std::to_string(r.counters.objects_done.load()) +
                                                           " objects copied or complete; run it again to resume): " +
                                                           stopped.message()));
-    if (list_failed_after) return planning_failed(stopped);
+    if (listing_failed) return planning_failed(stopped);
     if (!stopped.ok()) return stopped;
 
     if (r.not_shown)
