@@ -53,6 +53,7 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
                                       options.local_reads ? std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size()))
                                                           : nullptr);
     c->write_behind_bytes_ = options.write_behind_bytes;
+    c->after_attr_reply_ = options.after_attr_reply;
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(options.writer_threads);
     return c;
 }
@@ -78,12 +79,35 @@ std::shared_ptr<OpenInode> InodeClient::find_open(uint64_t ino) {
     return it == open_.end() ? nullptr : it->second;
 }
 
-proto::Attr InodeClient::merge_open(proto::Attr a) {
+uint64_t InodeClient::releases() {
+    std::lock_guard lock(open_mu_);
+    return released_count_;
+}
+
+std::optional<proto::Attr> InodeClient::merge_open(proto::Attr a, uint64_t since) {
     if (a.type != 1) return a;
-    auto n = find_open(a.ino);
-    if (!n) return a;
-    n->size.store(a.size);
-    a.size = std::max(a.size, n->high_water.load());
+    std::lock_guard lock(open_mu_);
+    if (released_count_ - since > kReleasesKept) return std::nullopt;
+    for (uint64_t k = since + 1; k <= released_count_; ++k) {
+        const Released& r = released_[k % kReleasesKept];
+        if (r.ino == a.ino) a.size = std::max(a.size, r.high_water);
+    }
+    auto it = open_.find(a.ino);
+    if (it == open_.end()) return a;
+    OpenInode& n = *it->second;
+    n.size.store(a.size);
+    a.size = std::max(a.size, n.high_water.load());
+    return a;
+}
+
+Result<proto::Attr> InodeClient::merged(uint64_t since, Result<proto::Attr> a) {
+    while (a.ok()) {
+        const uint64_t ino = a->ino;
+        if (after_attr_reply_) after_attr_reply_(ino);
+        if (auto m = merge_open(std::move(*a), since)) return std::move(*m);
+        since = releases();
+        a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
+    }
     return a;
 }
 
@@ -130,14 +154,14 @@ Status InodeClient::drop_data(const proto::Attr& a) {
 // ---- namespace ------------------------------------------------------------------------------
 
 Result<proto::Attr> InodeClient::lookup(const proto::Cred& cred, uint64_t parent, const std::string& name) {
-    auto a = meta_call<proto::Lookup>(*io_, parent, proto::NameRequest{cred, parent, name});
-    if (!a.ok()) return a.status();
-    return merge_open(std::move(*a));
+    const uint64_t since = releases();
+    return merged(since, meta_call<proto::Lookup>(*io_, parent, proto::NameRequest{cred, parent, name}));
 }
 
 Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
+    const uint64_t since = releases();
     auto a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
-    if (a.ok()) return merge_open(std::move(*a));
+    if (a.ok()) return merged(since, std::move(a));
     if (a.status().code() == Code::not_found) {
         // An unlinked file that is still open here lives on in its handles.
         if (auto n = find_open(ino); n && n->unlinked) {
@@ -189,16 +213,16 @@ Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, p
         lower(n->high_water, new_size);
         lower(n->settled, new_size);
     }
-    return merge_open(std::move(*r));
+    // The size is the one set: releases made meanwhile wrote before it and do not count.
+    return merged(releases(), std::move(r));
 }
 
 Result<proto::Attr> InodeClient::setattr(const proto::Cred& cred, uint64_t ino, proto::SetattrRequest set) {
     if (set.size) return resize(cred, ino, std::move(set));
     set.cred = cred;
     set.ino = ino;
-    auto r = meta_call<proto::Setattr>(*io_, ino, set);
-    if (!r.ok()) return r.status();
-    return merge_open(std::move(*r));
+    const uint64_t since = releases();
+    return merged(since, meta_call<proto::Setattr>(*io_, ino, set));
 }
 
 Result<proto::Attr> InodeClient::mkdir(const proto::Cred& cred, uint64_t parent, const std::string& name,
@@ -213,9 +237,8 @@ Result<proto::Attr> InodeClient::symlink(const proto::Cred& cred, uint64_t paren
 
 Result<proto::Attr> InodeClient::link(const proto::Cred& cred, uint64_t ino, uint64_t new_parent,
                                       const std::string& name) {
-    auto a = meta_call<proto::Link>(*io_, new_parent, proto::LinkRequest{cred, ino, new_parent, name});
-    if (!a.ok()) return a.status();
-    return merge_open(std::move(*a));
+    const uint64_t since = releases();
+    return merged(since, meta_call<proto::Link>(*io_, new_parent, proto::LinkRequest{cred, ino, new_parent, name}));
 }
 
 Status InodeClient::unlink(const proto::Cred& cred, uint64_t parent, const std::string& name) {
@@ -292,6 +315,7 @@ Result<FsSpace> InodeClient::statfs() {
 Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(const proto::Cred& cred, uint64_t parent,
                                                                             const std::string& name, uint32_t mode,
                                                                             int flags) {
+    uint64_t since = releases();
     auto a = meta_call<proto::Create>(*io_, parent,
                                       proto::CreateRequest{cred, parent, name, mode, (flags & O_EXCL) != 0, 0, 0, 0, 0, {}});
     if (!a.ok()) return a.status();
@@ -305,11 +329,16 @@ Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(cons
             auto r = resize(cred, a->ino, std::move(set));
             if (!r.ok()) return r.status();
             a = std::move(r);
+            since = releases(); // as resize says
         }
     }
     auto h = add_handle(*a, flags);
-    proto::Attr out = merge_open(std::move(*a));
-    return std::make_pair(std::move(out), std::move(h));
+    auto out = merged(since, std::move(a));
+    if (!out.ok()) {
+        (void)release(std::move(h)); // nothing was written through it
+        return out.status();
+    }
+    return std::make_pair(std::move(*out), std::move(h));
 }
 
 Result<std::unique_ptr<Handle>> InodeClient::open(const proto::Cred& cred, uint64_t ino, int flags) {
@@ -408,6 +437,7 @@ Status InodeClient::release(std::unique_ptr<Handle> h) {
         std::lock_guard lock(open_mu_);
         if (--n->open_count == 0) {
             open_.erase(n->ino);
+            released_[++released_count_ % kReleasesKept] = Released{n->ino, n->high_water.load()};
             last = true;
         }
     }
