@@ -989,7 +989,13 @@ struct MetaShard::Impl {
                                                      " may not change the group to " +
                                                      std::to_string(*set.gid));
         }
-        if (set.mode && !owner) return fail(Code::not_permitted, "only the owner may chmod");
+        // Before a write the kernel drops setuid and setgid with a chmod in the writer's name
+        // (file_remove_privs): a writer may do that much, as its write would.
+        const uint32_t setid = S_ISUID | S_ISGID, cur = a.mode & 07777;
+        const bool drops_setid_only = set.mode && (*set.mode & 07777 & ~cur) == 0 &&
+                                      ((*set.mode & 07777) | setid) == (cur | setid);
+        if (set.mode && !owner && !(drops_setid_only && may_access(a, cred, kMayWrite)))
+            return fail(Code::not_permitted, "only the owner may chmod");
         if ((set.atime_ns || set.mtime_ns) && !owner)
             return fail(Code::not_permitted, "only the owner may set times");
         if ((set.atime_now || set.mtime_now) && !owner && !may_access(a, cred, kMayWrite))

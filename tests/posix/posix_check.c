@@ -409,6 +409,34 @@ static int case_other_user_refused(void) {
     return 0;
 }
 
+/* Another user's write drops setuid and setgid (with group execute), through a plain and an
+ * O_APPEND descriptor alike (jobfs places appends itself, past the kernel's page cache). */
+static int case_write_drops_setid(void) {
+    if (geteuid() != 0) return 0; /* needs root to become another user */
+    const int flags[2] = {O_WRONLY, O_WRONLY | O_APPEND};
+    for (int i = 0; i < 2; ++i) {
+        OK(make_file("setid", "0123"));
+        OK(chmod("setid", 06777));
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+            int fd = open("setid", flags[i]);
+            if (fd < 0 || write(fd, "x", 1) != 1 || close(fd) != 0) _exit(3);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the other user's write failed (code %d)",
+                WEXITSTATUS(status));
+        struct stat st;
+        OK(stat("setid", &st));
+        REQUIRE((st.st_mode & 07777) == 0777, "%s write left mode %o", i ? "an O_APPEND" : "a plain",
+                (unsigned)(st.st_mode & 07777));
+        REQUIRE(st.st_size == (i ? 5 : 4), "size %ld", (long)st.st_size);
+    }
+    return 0;
+}
+
 static int case_statfs(void) {
     struct statvfs sv;
     OK(statvfs(".", &sv));
@@ -514,6 +542,7 @@ int main(int argc, char** argv) {
     run("symlink, readlink, ELOOP, link and nlink", case_symlinks_and_hard_links);
     run("chmod, chown, utimensat with nanoseconds", case_chmod_chown_utimensat);
     run("another user is refused (EACCES, EPERM)", case_other_user_refused);
+    run("another user's write drops setuid and setgid, also through O_APPEND", case_write_drops_setid);
     run("statvfs", case_statfs);
     run("xattrs: set, get, list, remove, flags, ERANGE, ENODATA", case_xattrs);
     run("a sparse file of 256 MiB reads zeros in its hole", case_sparse_file);

@@ -818,6 +818,19 @@ TEST_F(MetaShardTest, SetattrModeOwnerAndTimes) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(attr(ino).mode, uint32_t(S_IFREG | 04700));
     EXPECT_GE(attr(ino).ctime_ns, f->ctime_ns);
+    // A writer who is not the owner may drop setuid and setgid (the kernel does so in its name
+    // before the write), and nothing else; one without write permission may not.
+    ASSERT_TRUE(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.mode = 06776; })).ok());
+    EXPECT_EQ(code(m().setattr(kBob, ino, with([&](SetAttr& s) { s.mode = 0774; }))), Code::not_permitted);
+    EXPECT_EQ(code(m().setattr(kBob, ino, with([&](SetAttr& s) { s.mode = 07776; }))), Code::not_permitted);
+    ASSERT_TRUE(m().setattr(kBob, ino, with([&](SetAttr& s) { s.mode = 04776; })).ok());
+    EXPECT_EQ(attr(ino).mode & 07777, 04776u);
+    ASSERT_TRUE(m().setattr(kBob, ino, with([&](SetAttr& s) { s.mode = 0776; })).ok());
+    EXPECT_EQ(attr(ino).mode & 07777, 0776u);
+    ASSERT_TRUE(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.mode = 06774; })).ok());
+    EXPECT_EQ(code(m().setattr(kBob, ino, with([&](SetAttr& s) { s.mode = 0774; }))), Code::not_permitted);
+    EXPECT_EQ(attr(ino).mode & 07777, 06774u);
+    ASSERT_TRUE(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.mode = 04700; })).ok());
 
     // chown: only root gives a file away.
     EXPECT_EQ(code(m().setattr(kAlice, ino, with([&](SetAttr& s) { s.uid = kBob.uid; }))), Code::not_permitted);
