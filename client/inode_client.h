@@ -150,6 +150,8 @@ public:
     // Reads up to out.size() bytes at offset; short at the end of the file (0 past it). A read
     // past the size this process knows asks the daemon first: others may have settled more.
     Result<size_t> read(Handle& h, uint64_t offset, std::span<uint8_t> out);
+    // A handle opened with O_APPEND writes at the file's end as the daemons know it (every
+    // node's appends included), whatever offset says: see append.
     Status write(Handle& h, uint64_t offset, std::span<const uint8_t> data);
     Status flush(Handle& h); // settles the size (close(2) of one descriptor)
     Status fsync(Handle& h); // data durable on the daemons, size settled
@@ -177,6 +179,9 @@ private:
     Status drop_data(const proto::Attr& a);
     // Lands the inode's pending writes, then settles its size (ExtendSize) if it was written.
     Status settle(OpenInode& n);
+    // An O_APPEND write: placed and counted in the size by the shard (ReserveAppend), then
+    // written there. A failed write leaves its place in the file as a hole.
+    Status append(OpenInode& n, std::span<const uint8_t> data);
     Status settle_size(OpenInode& n);
     // Waits for the inode's writes still on their way; their error, if one failed.
     static Status land(OpenInode& n) { return n.pending ? n.pending->flush() : Status::OK(); }

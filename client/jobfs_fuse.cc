@@ -455,6 +455,11 @@ void jf_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
                  fs_of(req).client->rename(cred_of(req), parent, name, new_parent, new_name, flags));
 }
 
+// O_APPEND writes are placed by the daemons, not at the kernel's offset (InodeClient::write):
+// such a handle bypasses the page cache, which would keep each write at the kernel's guess.
+// (With the writeback cache, open_flags leaves O_APPEND to the kernel.)
+unsigned append_direct(const Handle& h) { return (h.flags & O_APPEND) ? 1 : 0; }
+
 // Opens for the kernel: the handle, and fresh attributes for close-to-open consistency.
 void finish_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, std::unique_ptr<Handle> h) {
     Fs& fs = fs_of(req);
@@ -464,7 +469,7 @@ void finish_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, std::unique
     // this is safe from inside the open.
     fuse_lowlevel_notify_inval_inode(fs.session, ino, -1, 0);
     fi->keep_cache = 0;
-    fi->direct_io = 0;
+    fi->direct_io = append_direct(*h);
     fi->fh = reinterpret_cast<uint64_t>(h.get());
     if (fuse_reply_open(req, fi) == 0) {
         h.release(); // the kernel owns it until release
@@ -505,7 +510,7 @@ void jf_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     e.attr_timeout = fs.attr_timeout;
     e.entry_timeout = fs.entry_timeout;
     fi->keep_cache = 0;
-    fi->direct_io = 0;
+    fi->direct_io = append_direct(*r->second);
     fi->fh = reinterpret_cast<uint64_t>(r->second.get());
     if (fuse_reply_create(req, &e, fi) == 0) {
         r->second.release();

@@ -485,6 +485,10 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.extend_size(r.ino, r.size));
     });
+    serve_on_pool<proto::ReserveAppend>(w, pool, [im](const proto::AppendRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.ino);
+        return attr_out(sh.reserve_append(r.ino, r.at_least, r.length));
+    });
     serve_on_pool<proto::SetLayout>(w, pool, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.set_layout(from_wire(r.cred), r.ino, Layout{r.chunk_size, r.stripe_count, r.replicas}));

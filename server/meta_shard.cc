@@ -1068,6 +1068,24 @@ struct MetaShard::Impl {
         return a;
     }
 
+    Result<Attr> do_reserve_append(uint64_t ino, uint64_t at_least, uint64_t length) {
+        auto a = load_inode(ino);
+        if (!a.ok()) return a;
+        if (a->type == FileType::directory) return fail(Code::is_dir, "is a directory");
+        if (a->type != FileType::regular) return fail(Code::invalid, "not a regular file");
+        const uint64_t at = std::max(a->size, at_least);
+        if (at > uint64_t(INT64_MAX) || length > uint64_t(INT64_MAX) - at) return fail(Code::too_large, "size too large");
+        a->size = at + length;
+        a->mtime_ns = a->ctime_ns = now_ns();
+        // What the kernel drops before a write through its page cache (file_remove_privs),
+        // which these writes bypass: setuid, setgid with group execute, file capabilities.
+        a->mode &= ~uint32_t(S_ISUID);
+        if (a->mode & S_IXGRP) a->mode &= ~uint32_t(S_ISGID);
+        JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ? AND name = ?", ino, std::string("security.capability")));
+        JOBFS_RETURN_IF_ERROR(store_inode(*a));
+        return a;
+    }
+
     // ---- xattrs ---------------------------------------------------------------------------
     enum class XattrNs { user, trusted, security, system, unknown };
     static XattrNs xattr_ns(const std::string& name) {
@@ -1799,6 +1817,11 @@ Result<Attr> MetaShard::set_layout(const Cred& cred, uint64_t ino, Layout layout
 Result<Attr> MetaShard::extend_size(uint64_t ino, uint64_t size) {
     JOBFS_META_OP("extend size of " + ino_str(ino) + " to " + std::to_string(size));
     return impl_->transact([&] { return impl_->do_extend_size(ino, size); });
+}
+
+Result<Attr> MetaShard::reserve_append(uint64_t ino, uint64_t at_least, uint64_t length) {
+    JOBFS_META_OP("reserve " + std::to_string(length) + " bytes at the end of " + ino_str(ino));
+    return impl_->transact([&] { return impl_->do_reserve_append(ino, at_least, length); });
 }
 
 Status MetaShard::setxattr(const Cred& cred, uint64_t ino, const std::string& name,

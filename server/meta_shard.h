@@ -267,6 +267,11 @@ public:
     // size = max(size, current), mtime = ctime = now. No permission check: writers that
     // already hold the file open report what they wrote (at close, fsync, sync).
     Result<Attr> extend_size(uint64_t ino, uint64_t size);
+    // The place of an O_APPEND write of `length` bytes: size = max(size, at_least) + length,
+    // mtime = ctime = now; the write goes at the returned size - length. No permission check,
+    // as extend_size. Drops setuid, setgid (with group execute) and security.capability, as
+    // the kernel does before a write (for root too).
+    Result<Attr> reserve_append(uint64_t ino, uint64_t at_least, uint64_t length);
 
     // Extended attributes: user.* (read/write permission of the inode; regular files and
     // directories only), trusted.* and security.* (writable by root only; trusted.* hidden

@@ -415,6 +415,18 @@ struct ExtendSizeRequest {
     JOBFS_FIELDS(ino, size)
 };
 
+// The place of an O_APPEND write: the file's end, at least `at_least` (what the writer's node
+// wrote and has not settled yet), which the size then covers `length` further at once, so
+// that appends of every node and process get places of their own (jobfs-fuse). Answered with
+// the attributes after: the write goes at size - length. Drops setuid/setgid and file
+// capabilities, which the kernel leaves to the file system for these writes.
+struct AppendRequest {
+    uint64_t ino = 0;
+    uint64_t at_least = 0;
+    uint64_t length = 0;
+    JOBFS_FIELDS(ino, at_least, length)
+};
+
 struct LayoutRequest {
     Cred cred;
     uint64_t ino = 0;
@@ -557,6 +569,7 @@ JOBFS_RPC(Listxattr, 64, XattrRequest, XattrList);
 JOBFS_RPC(Removexattr, 65, XattrRequest, Empty);
 JOBFS_RPC(MetaCounts, 66, Empty, CountsResponse);
 JOBFS_RPC(RenameInDir, 67, RenameInDirRequest, RenameInDirResponse);
+JOBFS_RPC(ReserveAppend, 68, AppendRequest, Attr);
 JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
 JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
 JOBFS_RPC(PeerLookupDentry, 82, NameRequest, DirEntry);

@@ -790,6 +790,64 @@ TEST_F(ClientTest, InodeClientAttributesFromBeforeAReleaseKeepItsWrites) {
     run("overflow", 300, [&](uint64_t) { return (*ic)->lookup(root, kRootIno, "overflow"); });
 }
 
+// Two nodes append to one log through handles held open. Each kernel places a write at the
+// size it last knew (here: never updated, offset 0 every time); the daemons place it at the
+// end instead, so no record overwrites another, and the size is right without a close.
+TEST_F(ClientTest, InodeClientAppendsOfTwoNodesGetPlacesOfTheirOwn) {
+    auto node1 = InodeClient::connect(cluster->info());
+    auto node2 = InodeClient::connect(cluster->info());
+    ASSERT_TRUE(node1.ok() && node2.ok());
+    const proto::Cred root{0, 0, {}};
+    auto c = (*node1)->create(root, kRootIno, "log", 0644, O_WRONLY | O_CREAT | O_APPEND);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    const uint64_t ino = c->first.ino;
+    auto h2 = (*node2)->open(root, ino, O_WRONLY | O_APPEND);
+    ASSERT_TRUE(h2.ok()) << h2.status().to_string();
+    auto plain = (*node2)->open(root, ino, O_RDWR);
+    ASSERT_TRUE(plain.ok());
+    constexpr int kRecords = 50;
+    auto record = [](int node, int i) {
+        char b[32];
+        int n = snprintf(b, sizeof b, "node %d record %03d\n", node, i);
+        return std::vector<uint8_t>(b, b + n);
+    };
+    std::thread t1([&] {
+        for (int i = 0; i < kRecords; ++i) ASSERT_TRUE((*node1)->write(*c->second, 0, record(1, i)).ok());
+    });
+    std::thread t2([&] {
+        for (int i = 0; i < kRecords; ++i) ASSERT_TRUE((*node2)->write(**h2, 0, record(2, i)).ok());
+    });
+    t1.join();
+    t2.join();
+    const size_t total = 2 * kRecords * record(1, 0).size();
+    auto a = (*node1)->getattr(ino);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, total) << "the size before any close";
+    // A plain write on node 2 past the end, not settled yet: node 2's next append goes after it.
+    const auto mark = pattern(10, 81);
+    ASSERT_TRUE((*node2)->write(**plain, total + 100, mark).ok());
+    ASSERT_TRUE((*node2)->write(**h2, 0, record(2, kRecords)).ok());
+    ASSERT_TRUE((*node1)->release(std::move(c->second)).ok());
+    ASSERT_TRUE((*node2)->release(std::move(*h2)).ok());
+    ASSERT_TRUE((*node2)->release(std::move(*plain)).ok());
+    auto all = read_file("/log");
+    ASSERT_TRUE(all.ok());
+    ASSERT_EQ(all->size(), total + 110 + record(2, 0).size());
+    std::string text(all->begin(), all->begin() + total);
+    std::multiset<std::string> lines;
+    for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) lines.insert(text.substr(at, nl + 1 - at));
+    std::multiset<std::string> want;
+    for (int node = 1; node <= 2; ++node)
+        for (int i = 0; i < kRecords; ++i) {
+            const auto r = record(node, i);
+            want.insert(std::string(r.begin(), r.end()));
+        }
+    EXPECT_TRUE(lines == want) << "records overwritten or torn: " << lines.size() << " lines";
+    EXPECT_TRUE(std::equal(mark.begin(), mark.end(), all->begin() + total + 100));
+    const auto last = record(2, kRecords);
+    EXPECT_TRUE(std::equal(last.begin(), last.end(), all->begin() + total + 110));
+}
+
 TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
     constexpr int kFiles = 10000;
     ASSERT_TRUE(client->mkdir("/many").ok());

@@ -889,6 +889,35 @@ TEST_F(MetaShardTest, SetattrSizeAndExtendSize) {
     EXPECT_EQ(code(m().extend_size(f, uint64_t(1) << 63)), Code::too_large);
 }
 
+// An O_APPEND write's place: at the end, or past what the writer's node holds unsettled; the
+// size covers it at once, so the next append goes after it.
+TEST_F(MetaShardTest, ReserveAppendPlacesEachAppendAtTheEndAndCountsIt) {
+    uint64_t d = mkdir(kRootIno, "d", 0777);
+    uint64_t f = create(d, "log", 0644, kAlice);
+    auto a = m().reserve_append(f, 0, 57);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ(a->size, 57u); // written at 0
+    a = m().reserve_append(f, 0, 43);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 100u); // at 57, whatever the writer thought the end was
+    a = m().reserve_append(f, 1000, 10); // its node wrote up to 1000 and has not settled that yet
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 1010u);
+    EXPECT_EQ(attr(f).size, 1010u);
+    EXPECT_EQ(code(m().reserve_append(d, 0, 1)), Code::is_dir);
+    EXPECT_EQ(code(m().reserve_append(777777, 0, 1)), Code::not_found);
+    EXPECT_EQ(code(m().reserve_append(f, 0, uint64_t(INT64_MAX))), Code::too_large);
+    EXPECT_EQ(attr(f).size, 1010u); // a refused one takes nothing
+    // An append drops setuid, setgid with group execute and file capabilities, as a write does.
+    ASSERT_TRUE(m().setattr(kAlice, f, with([&](SetAttr& s) { s.mode = 06755; })).ok());
+    ASSERT_TRUE(m().setxattr(kRoot, f, "security.capability", "caps", 0).ok());
+    ASSERT_TRUE(m().setxattr(kRoot, f, "user.keep", "yes", 0).ok());
+    ASSERT_TRUE(m().reserve_append(f, 0, 1).ok());
+    EXPECT_EQ(attr(f).mode & 07777, 0755u);
+    EXPECT_EQ(code(m().getxattr(kRoot, f, "security.capability")), Code::no_data);
+    EXPECT_TRUE(m().getxattr(kRoot, f, "user.keep").ok());
+}
+
 // ---- xattrs --------------------------------------------------------------------------------
 
 TEST_F(MetaShardTest, ExtendedAttributes) {
