@@ -394,9 +394,19 @@ Status InodeClient::append(OpenInode& n, std::span<const uint8_t> data) {
     // shard gives it a place of its own at the end, past what this node wrote, and the size
     // covers it from then on. Writes on their way land first, as without write-behind.
     JOBFS_RETURN_IF_ERROR(land(n));
-    auto r = meta_call<proto::ReserveAppend>(*io_, n.ino, proto::AppendRequest{n.ino, n.visible_size(), data.size()});
-    if (!r.ok()) return r.status().with_context("find the end of " + ino_str(n.ino) + " for an append");
-    const uint64_t end = r->size;
+    // Only what is not settled counts: a size settled here may since have been cut elsewhere.
+    const uint64_t high = n.high_water.load();
+    const uint64_t unsettled_end = high > n.settled.load() ? high : 0;
+    uint64_t end = 0;
+    if (!n.unlinked) {
+        auto r = meta_call<proto::ReserveAppend>(*io_, n.ino, proto::AppendRequest{n.ino, unsettled_end, data.size()});
+        if (r.ok()) end = r->size;
+        else if (r.status().code() != Code::not_found || !n.unlinked)
+            return r.status().with_context("find the end of " + ino_str(n.ino) + " for an append");
+    }
+    // Unlinked while open: the shard has forgotten it and no one can open it again, so its
+    // end is the one this process knows.
+    if (n.unlinked && end == 0) end = n.visible_size() + data.size();
     JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, end - data.size(), data));
     raise(n.size, end);
     raise(n.high_water, end);

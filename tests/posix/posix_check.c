@@ -184,6 +184,16 @@ static int case_unlink_open_file(void) {
     REQUIRE(st.st_nlink == 0 && st.st_size == 11, "nlink %ld size %ld", (long)st.st_nlink, (long)st.st_size);
     OK(close(fd));
     FAILS_WITH(unlink("u"), ENOENT);
+    /* An O_APPEND descriptor of an unlinked file goes on appending (a temporary log). */
+    OK(make_file("ua", "one\n"));
+    OK(fd = open("ua", O_RDWR | O_APPEND));
+    OK(write_all(fd, "two\n", 4));
+    OK(unlink("ua"));
+    OK(write_all(fd, "three\n", 6));
+    memset(buf, 0, sizeof buf);
+    REQUIRE(pread(fd, buf, sizeof buf - 1, 0) == 14 && strcmp(buf, "one\ntwo\nthree\n") == 0,
+            "appended after unlink: %s", buf);
+    OK(close(fd));
     return 0;
 }
 

@@ -846,6 +846,20 @@ TEST_F(ClientTest, InodeClientAppendsOfTwoNodesGetPlacesOfTheirOwn) {
     EXPECT_TRUE(std::equal(mark.begin(), mark.end(), all->begin() + total + 100));
     const auto last = record(2, kRecords);
     EXPECT_TRUE(std::equal(last.begin(), last.end(), all->begin() + total + 110));
+
+    // The log is cut on node 2 (a rotation) while node 1 holds it open for appending: node 1's
+    // next append goes at the new end, with no hole of what it had appended before.
+    auto again = (*node1)->open(root, ino, O_WRONLY | O_APPEND);
+    ASSERT_TRUE(again.ok());
+    ASSERT_TRUE((*node1)->write(**again, 0, record(1, 0)).ok());
+    proto::SetattrRequest cut;
+    cut.size = 0;
+    ASSERT_TRUE((*node2)->setattr(root, ino, cut).ok());
+    ASSERT_TRUE((*node1)->write(**again, 0, record(1, 1)).ok());
+    ASSERT_TRUE((*node1)->release(std::move(*again)).ok());
+    auto rotated = read_file("/log");
+    ASSERT_TRUE(rotated.ok());
+    EXPECT_EQ(*rotated, record(1, 1));
 }
 
 TEST_F(ClientTest, TenThousandFilesInOneDirectoryAreListedCompletely) {
