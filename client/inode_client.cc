@@ -397,7 +397,7 @@ Status InodeClient::append(OpenInode& n, std::span<const uint8_t> data) {
     // Only what is not settled counts: a size settled here may since have been cut elsewhere.
     const uint64_t high = n.high_water.load();
     const uint64_t unsettled_end = high > n.settled.load() ? high : 0;
-    uint64_t end = 0;
+    std::optional<uint64_t> end;
     if (!n.unlinked) {
         auto r = meta_call<proto::ReserveAppend>(*io_, n.ino, proto::AppendRequest{n.ino, unsettled_end, data.size()});
         if (r.ok()) end = r->size;
@@ -406,11 +406,11 @@ Status InodeClient::append(OpenInode& n, std::span<const uint8_t> data) {
     }
     // Unlinked while open: the shard has forgotten it and no one can open it again, so its
     // end is the one this process knows.
-    if (n.unlinked && end == 0) end = n.visible_size() + data.size();
-    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, end - data.size(), data));
-    raise(n.size, end);
-    raise(n.high_water, end);
-    raise(n.settled, end); // the shard's size already covers it
+    if (!end) end = n.visible_size() + data.size();
+    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, *end - data.size(), data));
+    raise(n.size, *end);
+    raise(n.high_water, *end);
+    raise(n.settled, *end); // the shard's size already covers it
     return Status::OK();
 }
 
