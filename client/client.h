@@ -143,6 +143,12 @@ public:
     Result<std::unique_ptr<File>> create(const std::string& path, int flags, uint32_t mode, const NewFile& init,
                                          const Layout& layout = {0, 0});
     Status pwrite(File& f, uint64_t offset, std::span<const uint8_t> data);
+    // Writes data at the file's end and returns where: the file's metadata daemon gives each
+    // append a place of its own (ReserveAppend) and the size covers it at once, so appends of
+    // every client and handle land whole, one after another (a log shared by the ranks of a
+    // job). The end counts this handle's unsettled writes. A write that fails after its place
+    // was given leaves a hole there.
+    Result<uint64_t> append(File& f, std::span<const uint8_t> data);
     Result<size_t> pread(File& f, uint64_t offset, std::span<uint8_t> out);
     Status fsync(File& f);  // data durable on the daemons, size settled
     // Writes made so far visible to every client: buffered ones (write behind) on the daemons,

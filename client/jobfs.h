@@ -115,6 +115,11 @@ int jobfs_close(jobfs_file_t *f);
 ssize_t jobfs_pread(jobfs_file_t *f, void *buf, size_t count, uint64_t offset);
 /* Writes count bytes at offset: count, or -errno (part of the data may then be written). */
 ssize_t jobfs_pwrite(jobfs_file_t *f, const void *buf, size_t count, uint64_t offset);
+/* Writes count bytes at the end of the file and returns count; *offset (if not NULL) gets
+ * where they went. Appends of every client, process and handle land whole, one after another,
+ * and the length covers them at once (a log that the ranks of a job share). A failure after
+ * the place was given leaves a hole of zeros there. */
+ssize_t jobfs_append(jobfs_file_t *f, const void *buf, size_t count, uint64_t *offset);
 /* Makes the data written so far durable on the daemons and settles the file's length. */
 int jobfs_fsync(jobfs_file_t *f);
 /* Makes this handle's writes so far visible to every client, without forcing them to disk:

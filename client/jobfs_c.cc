@@ -270,6 +270,18 @@ ssize_t jobfs_pwrite(jobfs_file_t* f, const void* buf, size_t count, uint64_t of
     });
 }
 
+ssize_t jobfs_append(jobfs_file_t* f, const void* buf, size_t count, uint64_t* offset) {
+    return guarded("append", [&]() -> ssize_t {
+        JOBFS_CHECK_ARG(f, "append", "NULL file");
+        JOBFS_CHECK_ARG(buf || count == 0, "append", "NULL buffer");
+        JOBFS_CHECK_ARG(count <= SSIZE_MAX, "append", "count larger than SSIZE_MAX");
+        auto at = f->fs->client->append(*f->file, {static_cast<const uint8_t*>(buf), count});
+        if (!at.ok()) return fail(at.status().with_context("append"));
+        if (offset) *offset = *at;
+        return static_cast<ssize_t>(count);
+    });
+}
+
 int jobfs_fsync(jobfs_file_t* f) {
     return guarded("fsync", [&]() -> int {
         JOBFS_CHECK_ARG(f, "fsync", "NULL file");

@@ -76,6 +76,13 @@ int main(void) {
     check(jobfs_pwrite(f, in, 1, 0) == -EBADF, "pwrite on a read-only handle is -EBADF");
     check(jobfs_close(f) == 0, "close the reader");
 
+    rc = jobfs_open(fs, "/c99/log", O_WRONLY | O_CREAT, 0644, NULL, &f);
+    check(rc == 0, "open a log");
+    if (rc != 0) goto out_disconnect;
+    check(jobfs_append(f, "ab", 2, NULL) == 2 && jobfs_append(f, "cd", 2, &size) == 2 && size == 2,
+          "append twice: the second at offset 2");
+    check(jobfs_close(f) == 0, "close the log");
+
     check(jobfs_stat(fs, "/c99/data", &st) == 0 && (uint64_t)st.st_size == n && S_ISREG(st.st_mode) &&
               (st.st_mode & 07777) == 0640,
           "stat: size, type and mode");
@@ -92,7 +99,7 @@ int main(void) {
     check(jobfs_open(fs, "/c99/none", O_RDONLY, 0, NULL, &f) == -ENOENT && f == NULL, "open of a missing file");
     check(strstr(jobfs_last_error(), "/c99/none") != NULL, "the last error names the path");
     check(jobfs_rmdir(fs, "/c99") == -ENOTEMPTY, "rmdir of a full directory is -ENOTEMPTY");
-    check(jobfs_unlink(fs, "/c99/data") == 0, "unlink");
+    check(jobfs_unlink(fs, "/c99/data") == 0 && jobfs_unlink(fs, "/c99/log") == 0, "unlink");
     check(jobfs_rmdir(fs, "/c99") == 0, "rmdir");
     check(jobfs_disconnect(fs) == 0, "disconnect");
     fs = NULL;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -769,6 +770,83 @@ TEST_F(CApiTest, ThreadsWriteDisjointRegionsOfOneFileThroughOneHandle) {
     for (size_t t = 0; t < kThreads; ++t)
         EXPECT_TRUE(std::equal(all.begin() + t * kBlock, all.begin() + (t + 1) * kBlock, pattern(kBlock, 100 + t).begin()))
             << "block " << t;
+}
+
+// Threads of two connections (two nodes) append records of different lengths to one file,
+// each through its own handle, holding it open: every record lands whole at the offset it was
+// told, none overlaps another, and the length covers them all before any close.
+TEST_F(CApiTest, AppendsOfTwoConnectionsLandWholeWhereTheyAreToldAndNeverOverlap) {
+    jobfs_t* fs2 = nullptr;
+    ASSERT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &fs2), 0) << jobfs_last_error();
+    constexpr int kThreads = 4, kRecords = 40;
+    auto record = [](int t, int i) { return pattern(100 + 37 * t + i, 1000 * t + i); };
+    struct Placed {
+        int t, i;
+        uint64_t at;
+    };
+    std::vector<std::vector<Placed>> placed(kThreads);
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&, t] {
+            jobfs_file_t* f = nullptr;
+            if (jobfs_open(t < 2 ? fs : fs2, p("log").c_str(), O_WRONLY | O_CREAT, 0644, nullptr, &f) != 0) {
+                errors[t] = jobfs_last_error();
+                return;
+            }
+            for (int i = 0; i < kRecords; ++i) {
+                const auto r = record(t, i);
+                uint64_t at = ~0ull;
+                if (jobfs_append(f, r.data(), r.size(), &at) != static_cast<ssize_t>(r.size())) {
+                    errors[t] = jobfs_last_error();
+                    break;
+                }
+                placed[t].push_back({t, i, at});
+            }
+            if (jobfs_close(f) != 0) errors[t] = jobfs_last_error();
+        });
+    for (auto& t : ts) t.join();
+    for (int t = 0; t < kThreads; ++t) ASSERT_EQ(errors[t], "") << "thread " << t;
+    std::vector<Placed> all;
+    uint64_t total = 0;
+    for (auto& v : placed)
+        for (auto& pl : v) {
+            all.push_back(pl);
+            total += record(pl.t, pl.i).size();
+        }
+    std::sort(all.begin(), all.end(), [](const Placed& a, const Placed& b) { return a.at < b.at; });
+    uint64_t next = 0;
+    for (auto& pl : all) {
+        EXPECT_EQ(pl.at, next) << "record " << pl.t << "/" << pl.i << ": a gap or an overlap";
+        next = pl.at + record(pl.t, pl.i).size();
+    }
+    EXPECT_EQ(next, total);
+    auto back = read_file(p("log"));
+    ASSERT_EQ(back.size(), total);
+    for (auto& pl : all) {
+        const auto r = record(pl.t, pl.i);
+        EXPECT_TRUE(std::equal(r.begin(), r.end(), back.begin() + pl.at)) << "record " << pl.t << "/" << pl.i;
+    }
+
+    // This handle's own write past the end, not settled yet, comes before its next append.
+    jobfs_file_t* f = nullptr;
+    ASSERT_EQ(jobfs_open(fs2, p("log").c_str(), O_RDWR, 0, nullptr, &f), 0);
+    ASSERT_EQ(jobfs_pwrite(f, "gap", 3, total + 10), 3);
+    uint64_t at = 0;
+    ASSERT_EQ(jobfs_append(f, "end", 3, &at), 3) << jobfs_last_error();
+    EXPECT_EQ(at, total + 13);
+    struct stat st {};
+    ASSERT_EQ(jobfs_stat(fs, p("log").c_str(), &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), total + 16) << "seen by the other connection before the close";
+    ASSERT_EQ(jobfs_close(f), 0);
+    // Errors: a read-only handle, bad arguments.
+    ASSERT_EQ(jobfs_open(fs, p("log").c_str(), O_RDONLY, 0, nullptr, &f), 0);
+    EXPECT_EQ(jobfs_append(f, "x", 1, nullptr), -EBADF);
+    EXPECT_EQ(jobfs_append(f, nullptr, 1, nullptr), -EINVAL);
+    EXPECT_EQ(jobfs_append(nullptr, "x", 1, nullptr), -EINVAL);
+    ASSERT_EQ(jobfs_close(f), 0);
+    EXPECT_EQ(st_of(p("log")).st_size, static_cast<off_t>(total + 16)) << "a refused append changed the length";
+    ASSERT_EQ(jobfs_disconnect(fs2), 0);
 }
 
 TEST_F(CApiTest, ThreadsShareOneConnectionAndKeepTheirOwnLastError) {
