@@ -596,20 +596,16 @@ Result<uint64_t> Client::append(File& f, std::span<const uint8_t> data) {
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, "file not open for writing");
     if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush()); // this handle's writes come first
     const uint64_t unsettled_end = std::max(f.high_water.load(), f.settling.load());
-    std::optional<uint64_t> end;
-    auto r = meta_call<proto::ReserveAppend>(*io_, f.ino, proto::AppendRequest{f.ino, unsettled_end, data.size()});
-    if (r.ok()) {
-        end = r->size;
-    } else if (r.status().code() == Code::not_found) {
+    auto at = meta_reserve_append(*io_, f.ino, unsettled_end, data.size());
+    if (!at.ok() && at.status().code() == Code::not_found) {
         // Unlinked while open here: nobody else can open it, its end is the one we know.
         std::lock_guard lock(open_mu_);
-        if (unlinked_open_.count(f.ino)) end = f.size() + data.size();
+        if (unlinked_open_.count(f.ino)) at = f.size();
     }
-    if (!end) return r.status().with_context("find the end of inode " + std::to_string(f.ino) + " for an append");
-    const uint64_t at = *end - data.size();
-    if (!data.empty()) JOBFS_RETURN_IF_ERROR(io_->pwrite(f.ino, f.layout, at, data));
-    raise(f.size_at_open, *end);
-    return at;
+    if (!at.ok()) return at.status().with_context("find the end of inode " + std::to_string(f.ino) + " for an append");
+    if (!data.empty()) JOBFS_RETURN_IF_ERROR(io_->pwrite(f.ino, f.layout, *at, data));
+    raise(f.size_at_open, *at + data.size());
+    return *at;
 }
 
 Result<size_t> Client::pread(File& f, uint64_t offset, std::span<uint8_t> out) {

@@ -79,10 +79,7 @@ std::shared_ptr<OpenInode> InodeClient::find_open(uint64_t ino) {
     return it == open_.end() ? nullptr : it->second;
 }
 
-uint64_t InodeClient::releases() {
-    std::lock_guard lock(open_mu_);
-    return released_count_;
-}
+uint64_t InodeClient::releases() { return released_count_.load(); }
 
 std::optional<proto::Attr> InodeClient::merge_open(proto::Attr a, uint64_t since) {
     if (a.type != 1) return a;
@@ -397,20 +394,17 @@ Status InodeClient::append(OpenInode& n, std::span<const uint8_t> data) {
     // Only what is not settled counts: a size settled here may since have been cut elsewhere.
     const uint64_t high = n.high_water.load();
     const uint64_t unsettled_end = high > n.settled.load() ? high : 0;
-    std::optional<uint64_t> end;
-    if (!n.unlinked) {
-        auto r = meta_call<proto::ReserveAppend>(*io_, n.ino, proto::AppendRequest{n.ino, unsettled_end, data.size()});
-        if (r.ok()) end = r->size;
-        else if (r.status().code() != Code::not_found || !n.unlinked)
-            return r.status().with_context("find the end of " + ino_str(n.ino) + " for an append");
-    }
-    // Unlinked while open: the shard has forgotten it and no one can open it again, so its
-    // end is the one this process knows.
-    if (!end) end = n.visible_size() + data.size();
-    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, *end - data.size(), data));
-    raise(n.size, *end);
-    raise(n.high_water, *end);
-    raise(n.settled, *end); // the shard's size already covers it
+    // Unlinked while open (also while the call was out): the shard has forgotten it and no one
+    // can open it again, so its end is the one this process knows.
+    Result<uint64_t> at = n.unlinked ? Result<uint64_t>(n.visible_size())
+                                     : meta_reserve_append(*io_, n.ino, unsettled_end, data.size());
+    if (!at.ok() && at.status().code() == Code::not_found && n.unlinked) at = n.visible_size();
+    if (!at.ok()) return at.status().with_context("find the end of " + ino_str(n.ino) + " for an append");
+    JOBFS_RETURN_IF_ERROR(io_->pwrite(n.ino, n.layout, *at, data));
+    const uint64_t end = *at + data.size();
+    raise(n.size, end);
+    raise(n.high_water, end);
+    raise(n.settled, end); // the shard's size already covers it
     return Status::OK();
 }
 

@@ -194,15 +194,15 @@ private:
     std::unique_ptr<boost::asio::thread_pool> writers_;
     std::mutex open_mu_;
     std::unordered_map<uint64_t, std::shared_ptr<OpenInode>> open_;
-    // The last releases (see the top of this file); guarded by open_mu_. Release number k
-    // (released_count_ after it) is in slot k % kReleasesKept.
+    // The last releases (see the top of this file); written under open_mu_ (the count may be
+    // read without it). Release number k (released_count_ after it) is in slot k % kReleasesKept.
     struct Released {
         uint64_t ino = 0;
         uint64_t high_water = 0;
     };
     static constexpr uint64_t kReleasesKept = 256;
     std::array<Released, kReleasesKept> released_{};
-    uint64_t released_count_ = 0;
+    std::atomic<uint64_t> released_count_{0};
     std::function<void(uint64_t)> after_attr_reply_;
 
     std::unique_ptr<transport::Worker> worker_;

@@ -45,4 +45,13 @@ Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const t
     }
 }
 
+// The place of an O_APPEND write of `length` bytes to file ino: the file's shard extends its
+// size past max(size, at_least) by length at once (ReserveAppend) and the write goes where
+// that returns. Client::append and InodeClient::append (jobfs-fuse) both place appends so.
+inline Result<uint64_t> meta_reserve_append(const FileIO& io, uint64_t ino, uint64_t at_least, uint64_t length) {
+    auto r = meta_call<proto::ReserveAppend>(io, ino, proto::AppendRequest{ino, at_least, length});
+    if (!r.ok()) return r.status();
+    return r->size - length;
+}
+
 } // namespace jobfs::client

@@ -1056,11 +1056,18 @@ struct MetaShard::Impl {
         return a;
     }
 
-    Result<Attr> do_extend_size(uint64_t ino, uint64_t size) {
+    // A regular file's inode; is_dir or invalid for any other (sizes are a file's).
+    Result<Attr> load_regular(uint64_t ino) {
         auto a = load_inode(ino);
         if (!a.ok()) return a;
         if (a->type == FileType::directory) return fail(Code::is_dir, "is a directory");
         if (a->type != FileType::regular) return fail(Code::invalid, "not a regular file");
+        return a;
+    }
+
+    Result<Attr> do_extend_size(uint64_t ino, uint64_t size) {
+        auto a = load_regular(ino);
+        if (!a.ok()) return a;
         if (size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
         a->size = std::max(a->size, size);
         a->mtime_ns = a->ctime_ns = now_ns();
@@ -1069,10 +1076,8 @@ struct MetaShard::Impl {
     }
 
     Result<Attr> do_reserve_append(uint64_t ino, uint64_t at_least, uint64_t length) {
-        auto a = load_inode(ino);
+        auto a = load_regular(ino);
         if (!a.ok()) return a;
-        if (a->type == FileType::directory) return fail(Code::is_dir, "is a directory");
-        if (a->type != FileType::regular) return fail(Code::invalid, "not a regular file");
         const uint64_t at = std::max(a->size, at_least);
         if (at > uint64_t(INT64_MAX) || length > uint64_t(INT64_MAX) - at) return fail(Code::too_large, "size too large");
         a->size = at + length;
