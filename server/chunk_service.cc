@@ -13,6 +13,7 @@
 #include "block_crc.h"
 #include "daemon_protocol.h"
 #include "log.h"
+#include "server/same_node_peers.h"
 
 namespace jobfs::server {
 
@@ -70,6 +71,12 @@ void ChunkService::end_write(ChunkId id, uint64_t version, bool failed_at_head) 
     // may still run writes its clients gave up on; a resync of this daemon would otherwise wait
     // for a source to commit versions that exist here only.)
     if (failed_at_head && it->second.pending == version) it->second.pending = version - 1;
+}
+
+void ChunkService::forget_versions_after(ChunkId id, uint64_t version) {
+    std::lock_guard l(versions_mu_);
+    auto it = versions_.find(id);
+    if (it != versions_.end() && it->second.in_flight.empty() && it->second.pending > version) it->second.pending = version;
 }
 
 bool ChunkService::dirty(ChunkId id, uint64_t* pending) {
@@ -176,7 +183,11 @@ Result<uint64_t> ChunkService::resync_chunk(ChunkId id, uint32_t source) {
         // at the same time as it forwards it here, so wait for its commit.
         auto v = rpc::call<proto::ChunkVersion>(*ep, proto::ChunkRef{id.ino, id.index});
         if (!v.ok()) return v.status();
-        if (v->committed < seen) {
+        // Versions past all the source ever began, with nothing in flight there, were given up
+        // by their head: a forward it abandoned when this daemon stopped answering, delivered
+        // when it went on (shared memory keeps what was queued). Nothing will commit them.
+        const bool given_up = v->pending < seen && v->committed == v->pending;
+        if (v->committed < seen && !given_up) {
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
             continue;
         }
@@ -186,6 +197,7 @@ Result<uint64_t> ChunkService::resync_chunk(ChunkId id, uint32_t source) {
         uint64_t dummy;
         if (pending(id) != seen || dirty(id, &dummy)) continue; // a write came meanwhile: again
         JOBFS_RETURN_IF_ERROR(install(id, *data));
+        if (given_up) forget_versions_after(id, v->pending);
         return static_cast<uint64_t>(data->size());
     }
     return Status(Code::busy, "chunk " + std::to_string(id.ino) + "." + std::to_string(id.index) +
@@ -245,12 +257,16 @@ void ChunkService::store_and_forward(ServerCall call, std::shared_ptr<proto::Chu
         };
         if (forward) {
             const uint32_t next = r->chain[pos + 1];
-            auto ep = peer_ ? peer_(next) : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
+            SameNodePeers* same_node = same_node_.load();
+            auto ep = same_node ? same_node->data(next, data.size())
+                      : peer_   ? peer_(next)
+                                : Result<transport::Endpoint>(Status(Code::peer_gone, "no peers"));
             if (!ep.ok()) {
                 finish(ep.status().with_context("forward to daemon " + std::to_string(next)));
             } else {
                 transport::CallOptions o;
                 o.bulk_out = data;
+                o.keep = keep; // a stopped successor must not hold up the reply (same_node_peers.h)
                 rpc::call_async<proto::ChunkWrite>(*ep, *r, o, [finish, keep, next](Result<proto::Empty> res, size_t) {
                     finish(res.ok() ? Status::OK() : res.status().with_context("chain successor daemon " + std::to_string(next)));
                 });
@@ -376,7 +392,8 @@ ChunkService::ChunkService(transport::Worker& worker, ChunkStore& store, boost::
         });
     });
     rpc::serve<proto::ChunkVersion>(worker, [self](ServerCall call, proto::ChunkRef&& req) {
-        rpc::reply<proto::ChunkVersion>(call, proto::ChunkVersionResponse{self->committed(ChunkId{req.ino, req.index})});
+        const ChunkId id{req.ino, req.index};
+        rpc::reply<proto::ChunkVersion>(call, proto::ChunkVersionResponse{self->committed(id), self->pending(id)});
     });
     rpc::serve<proto::ChunkTruncate>(worker, [self](ServerCall call, proto::ChunkTruncateRequest&& req) {
         boost::asio::post(self->pool_, [self, call, req] {

@@ -36,6 +36,8 @@
 
 namespace jobfs::server {
 
+class SameNodePeers;
+
 class ChunkService {
 public:
     // peer(rank): the connection to another daemon (for forwarding and repairs).
@@ -58,6 +60,9 @@ public:
     // Lets writes name the arenas clients of this node mapped here (ChunkWriteRequest::arena).
     // `arenas` must outlive the service's handlers.
     void accept_arenas(const WriteArenas* arenas) { arenas_ = arenas; }
+    // Sends the bytes of chain forwards through `peers` (shared memory to the daemons of this
+    // node) rather than the ordinary connections. `peers` must outlive the service's handlers.
+    void forward_through(SameNodePeers* peers) { same_node_ = peers; }
     // Bytes written from write arenas so far (DaemonStats).
     uint64_t arena_write_bytes() const { return arena_write_bytes_.load(std::memory_order_relaxed); }
 
@@ -107,6 +112,9 @@ private:
     uint64_t begin_write(ChunkId id, uint64_t version); // version 0: number it (head)
     // failed_at_head: the head numbered it and the chain did not store it (its number is given back).
     void end_write(ChunkId id, uint64_t version, bool failed_at_head = false);
+    // After a resync installed the source's copy: versions past `version` (given up by their
+    // head) no longer count as seen here.
+    void forget_versions_after(ChunkId id, uint64_t version);
     // CRAQ: whether this copy may serve a read now (unreplicated, the tail, or no write of it in
     // flight here; else *pending is the newest version seen, for the tail to confirm).
     bool clean_here(ChunkId id, std::span<const uint32_t> chain, uint64_t* pending);
@@ -131,6 +139,7 @@ private:
     std::unordered_map<ChunkId, Versions, ChunkIdHash> versions_;
     std::array<std::shared_mutex, 64> guards_;
     std::atomic<const WriteArenas*> arenas_{nullptr};
+    std::atomic<SameNodePeers*> same_node_{nullptr};
     std::atomic<uint64_t> arena_write_bytes_{0};
     boost::asio::thread_pool resync_pool_{2}; // ChunkResync: blocking copies, off the I/O pool
 };

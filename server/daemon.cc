@@ -25,6 +25,7 @@
 #include "server/membership.h"
 #include "server/meta_shard.h"
 #include "server/resync.h"
+#include "server/same_node_peers.h"
 #include "worker.h"
 
 namespace jobfs::server {
@@ -43,6 +44,7 @@ struct Daemon::Parts {
     std::unique_ptr<transport::Worker> worker;
     std::unique_ptr<Membership> membership;
     std::unique_ptr<ChunkService> chunk_service;
+    std::unique_ptr<SameNodePeers> same_node; // chain forwards to daemons of this node: shared memory
     std::unique_ptr<LocalReadServer> local_reads; // local-reads: chunk files for readers on this node
     std::unique_ptr<MetaService> meta_service;
     std::unique_ptr<Resync> resync;
@@ -214,6 +216,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     p.meta_service = std::make_unique<MetaService>(*p.worker, hosted, rank, size, peer,
                                                    [membership] { return membership->table(); }, *p.pool);
     p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
+    p.same_node = std::make_unique<SameNodePeers>(*p.worker, *secret, rank, size, peer);
+    p.chunk_service->forward_through(p.same_node.get());
+    transport::rpc::serve<proto::WorkerAddress>(*p.worker, [w = p.worker.get()](transport::ServerCall call, proto::Empty&&) {
+        transport::rpc::reply<proto::WorkerAddress>(call, proto::WorkerAddressResponse{w->address()});
+    });
     if (config.local_reads) {
         // Without it readers get every byte over the transport: slower, never wrong.
         ChunkService* chunks = p.chunk_service.get();
@@ -236,11 +243,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     // sent. A status query leaves the daemon at rest. The worker goes first at stop, so the
     // handler never outlives what it reads.
     serve_daemon_stats(*p.worker, [chunks = p.chunk_service.get(), local = p.local_reads.get(),
-                                   membership](proto::DaemonStatsResponse& s) {
+                                   same_node = p.same_node.get(), membership](proto::DaemonStatsResponse& s) {
         membership->served_monitoring();
         s.local_reads = local ? local->reads() : 0;
         s.arena_write_bytes = chunks->arena_write_bytes();
         s.heartbeats_sent = membership->heartbeats_sent();
+        s.shm_forward_bytes = same_node->bytes_sent();
+        s.shm_connections = same_node->connections_made();
     });
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();
@@ -386,6 +395,7 @@ void Daemon::stop() {
     p.worker.reset();      // connections flushed and closed
     p.local_reads.reset();
     p.chunk_service.reset();
+    p.same_node.reset();
     p.resync.reset();
     p.meta_service.reset();
     p.membership.reset();

@@ -5,6 +5,7 @@ server_libjobfs_server_la_SOURCES = \
 	server/chunk_store.h server/chunk_store.cc \
 	server/buffer_pool.h server/buffer_pool.cc \
 	server/chunk_service.h server/chunk_service.cc \
+	server/same_node_peers.h server/same_node_peers.cc \
 	server/local_read_server.h server/local_read_server.cc \
 	server/write_arenas.h server/write_arenas.cc \
 	server/membership.h server/membership.cc \

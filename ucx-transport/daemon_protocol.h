@@ -124,7 +124,8 @@ struct ChunkExtentsResponse {
 // Between daemons: the newest version of a chunk whose write the tail has stored.
 struct ChunkVersionResponse {
     uint64_t committed = 0;
-    JOBFS_FIELDS(committed)
+    uint64_t pending = 0; // the highest version begun (committed unless writes are in flight)
+    JOBFS_FIELDS(committed, pending)
 };
 
 struct ChunkTruncateRequest {
@@ -159,8 +160,19 @@ struct DaemonStatsResponse {
     uint64_t arena_write_bytes = 0;
     // Heartbeats this daemon sent to its peers (fewer per second at rest: server/membership.h).
     uint64_t heartbeats_sent = 0;
+    // Bytes this daemon forwarded down chains through shared memory to daemons of its node
+    // (server/same_node_peers.h), and the shared-memory connections it made for that.
+    uint64_t shm_forward_bytes = 0;
+    uint64_t shm_connections = 0;
     JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes,
-                 heartbeats_sent)
+                 heartbeats_sent, shm_forward_bytes, shm_connections)
+};
+
+// A daemon's UCX worker address, for a daemon of its node to connect to it by address, which
+// gets shared memory (server/same_node_peers.h).
+struct WorkerAddressResponse {
+    std::vector<uint8_t> address;
+    JOBFS_FIELDS(address)
 };
 
 JOBFS_RPC(ChunkWrite, 32, ChunkWriteRequest, Empty);
@@ -169,6 +181,7 @@ JOBFS_RPC(ChunkTruncate, 34, ChunkTruncateRequest, Empty);
 JOBFS_RPC(ChunkSync, 35, ChunkRef, Empty);
 JOBFS_RPC(FileRemoveChunks, 36, FileChunksRequest, Empty);
 JOBFS_RPC(FileSync, 46, FileChunksRequest, Empty); // every chunk of the file held by this daemon
+JOBFS_RPC(WorkerAddress, 47, Empty, WorkerAddressResponse);
 JOBFS_RPC(DiskSpace, 37, Empty, SpaceResponse);
 JOBFS_RPC(DaemonStats, 38, Empty, DaemonStatsResponse);
 JOBFS_RPC(ChunkVersion, 39, ChunkRef, ChunkVersionResponse);

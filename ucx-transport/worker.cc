@@ -142,9 +142,17 @@ struct EndpointState {
     bool closing = false;
     bool established = false;   // outgoing: hello answered
     bool authenticated = false; // incoming: peer's hello accepted
+    // Made by us by worker address. UCX pairs such an endpoint with one the peer makes to us
+    // by address, so the peer's requests may arrive on it: they come from the worker we chose
+    // to connect to, and are served without a hello of their own.
+    bool by_address = false;
+    bool detects_peer_failure = true; // UCP_ERR_HANDLING_MODE_PEER
     bool close_after_reply = false;
     unsigned malformed = 0;
     std::unordered_set<uint64_t> calls;
+    // Connections that fail with this one (Worker::connect_address_watched): they have no
+    // peer-failure detection of their own.
+    std::vector<std::weak_ptr<EndpointState>> companions;
 
     Status health() const {
         std::lock_guard lock(mu);
@@ -180,6 +188,8 @@ struct PendingCall {
     std::span<uint8_t> bulk_in;
     Reply reply;
     CallCallback done;
+    std::shared_ptr<const void> keep; // owns bulk_out / bulk_in (CallOptions::keep)
+    bool delivered = false;           // `done` ran before UCX let go (kept for `keep`)
     int ucx_ops = 0;                 // UCX requests still referencing our buffers
     bool complete_when_ops_done = false; // RMA: success is the end of its UCX operations
     std::optional<Status> outcome;   // first outcome wins
@@ -368,7 +378,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     void expire_deadlines();
 
     // -- connections (under mu) --
-    Result<std::shared_ptr<EndpointState>> create_ep(ucp_ep_params_t& params, std::string peer, bool outgoing);
+    Result<std::shared_ptr<EndpointState>> create_ep(ucp_ep_params_t& params, std::string peer, bool outgoing,
+                                                     bool detect_peer_failure);
     std::shared_ptr<EndpointState> conn_for_reply_ep(ucp_ep_h ep);
     void close_ep(const std::shared_ptr<EndpointState>& st, bool force);
     void fail_endpoint(const std::shared_ptr<EndpointState>& st, const Status& why);
@@ -380,6 +391,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
                    uint64_t remote, Bytes rkey);
     void finish(uint64_t id, Status outcome);
     void maybe_complete(uint64_t id);
+    void deliver(PendingCall& c); // runs `done` with the call's outcome, wakes its waiter
     void receive_reply_part(uint64_t id, void* desc, void* dst, size_t length);
 
     // -- serving (under mu) --
@@ -515,7 +527,7 @@ void on_conn_request(ucp_conn_request_h request, void* arg) {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
     params.conn_request = request;
-    auto st = impl->create_ep(params, peer, false);
+    auto st = impl->create_ep(params, peer, false, impl->opts.detect_peer_failure);
     if (!st.ok()) {
         JOBFS_WARN("accepting a connection from %s failed: %s", peer.c_str(), st.status().to_string().c_str());
         return;
@@ -844,15 +856,16 @@ void Worker::Impl::teardown() {
 // ---- connections ----------------------------------------------------------------------------
 
 Result<std::shared_ptr<EndpointState>> Worker::Impl::create_ep(ucp_ep_params_t& params, std::string peer,
-                                                               bool outgoing) {
+                                                               bool outgoing, bool detect_peer_failure) {
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.err_mode = opts.detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    params.err_mode = detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = on_ep_error;
     params.err_handler.arg = nullptr;
     ucp_ep_h ep = nullptr;
     ucs_status_t s = ucp_ep_create(worker, &params, &ep);
     if (s != UCS_OK) return ucs_to_status(s, "create endpoint to " + peer);
     auto st = std::make_shared<EndpointState>();
+    st->detects_peer_failure = detect_peer_failure;
     st->impl = weak_from_this();
     st->peer = std::move(peer);
     st->outgoing = outgoing;
@@ -880,7 +893,10 @@ void Worker::Impl::close_ep(const std::shared_ptr<EndpointState>& st, bool force
     st->closing = true;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    // UCX 1.13 refuses to force-close an endpoint without peer-failure detection (invalid
+    // parameter, and the endpoint stays): such a one is flushed and closed, which ends when
+    // the peer takes what is queued, if ever (calls on it do not wait: maybe_complete).
+    p.flags = force && st->detects_peer_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     p.cb.send = on_ep_closed;
     p.user_data = st->ep;
     ucs_status_ptr_t r = ucp_ep_close_nbx(st->ep, &p);
@@ -895,6 +911,11 @@ void Worker::Impl::fail_endpoint(const std::shared_ptr<EndpointState>& st, const
     // is what lets the calls above complete within a bounded time.
     close_ep(st, true);
     for (uint64_t id : ids) maybe_complete(id);
+    // What relied on this connection to notice the peer's failure fails with it.
+    std::vector<std::weak_ptr<EndpointState>> companions = std::move(st->companions);
+    st->companions.clear();
+    for (auto& weak : companions)
+        if (auto c = weak.lock(); c && c->health().ok()) fail_endpoint(c, why);
 }
 
 Result<uint16_t> Worker::Impl::do_listen(const std::string& host, uint16_t port) {
@@ -936,6 +957,7 @@ std::unique_ptr<PendingCall> Worker::Impl::make_call(const std::shared_ptr<Endpo
     c->message = std::move(message);
     c->bulk_out = options.bulk_out;
     c->bulk_in = options.bulk_in;
+    c->keep = options.keep;
     c->done = std::move(done);
     st_calls++;
     return c;
@@ -1057,9 +1079,22 @@ void Worker::Impl::maybe_complete(uint64_t id) {
     auto it = calls.find(id);
     if (it == calls.end()) return;
     PendingCall& c = *it->second;
-    if (!c.outcome || c.ucx_ops > 0) return;
+    if (!c.outcome) return;
+    if (c.ucx_ops > 0) {
+        // A connection without peer-failure detection may never let go of a request (its peer
+        // stopped or died, and UCX 1.13 cannot force-close it). A failed call whose buffers
+        // the transport owns (CallOptions::keep) ends now all the same; its record, and with
+        // it the buffers, stays until UCX lets go.
+        if (c.outcome->ok() || !c.keep || c.ep->detects_peer_failure || c.delivered) return;
+        c.delivered = true;
+        deadlines.erase({c.deadline, id});
+        c.ep->calls.erase(id);
+        deliver(c);
+        return;
+    }
     std::unique_ptr<PendingCall> own = std::move(it->second);
     calls.erase(it);
+    if (own->delivered) return; // UCX let go at last: the buffers go with the record
     if (own->outcome->ok()) {
         auto took = duration_cast<milliseconds>(Clock::now() - (own->deadline - own->timeout));
         if (took >= kSlowCall)
@@ -1069,15 +1104,20 @@ void Worker::Impl::maybe_complete(uint64_t id) {
     deadlines.erase({own->deadline, id});
     own->ep->calls.erase(id);
     if (own->rkey) ucp_rkey_destroy(own->rkey);
-    if (own->outcome->ok())
-        own->done(std::move(own->reply));
+    deliver(*own);
+}
+
+void Worker::Impl::deliver(PendingCall& c) {
+    if (c.outcome->ok())
+        c.done(std::move(c.reply));
     else
-        own->done(std::move(*own->outcome));
+        c.done(*c.outcome);
+    c.done = nullptr; // what it holds goes now, not with a record kept for UCX
     // A sync caller usually completes its own call; if another thread did, the caller may be
     // asleep in drive_until and must be woken.
-    if (own->waiter != std::thread::id() && own->waiter != std::this_thread::get_id()) {
+    if (c.waiter != std::thread::id() && c.waiter != std::this_thread::get_id()) {
         uint64_t one = 1;
-        ssize_t rc = ::write(own->waiter_fd, &one, sizeof one);
+        ssize_t rc = ::write(c.waiter_fd, &one, sizeof one);
         (void)rc;
     }
 }
@@ -1264,7 +1304,7 @@ void Worker::Impl::dispatch(const std::shared_ptr<Incoming>& in) {
     }
     st_served++;
     if (in->opcode == kOpHello) return handle_hello(in);
-    if (!in->conn->authenticated) {
+    if (!in->conn->authenticated && !in->conn->by_address) {
         in->conn->close_after_reply = true;
         in->replied = true;
         return send_reply(in->conn, in->id, in->opcode,
@@ -1481,7 +1521,7 @@ Result<Endpoint> Worker::connect(const std::string& host, uint16_t port) {
         p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
         p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*ss);
         p.sockaddr.addrlen = len;
-        return im->create_ep(p, host + ":" + std::to_string(port), true);
+        return im->create_ep(p, host + ":" + std::to_string(port), true, im->opts.detect_peer_failure);
     });
     if (!st.ok()) return st.status();
     return impl_->handshake(*st, what);
@@ -1496,7 +1536,34 @@ Result<Endpoint> Worker::connect_address(std::span<const uint8_t> worker_address
         ucp_ep_params_t p{};
         p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
         p.address = reinterpret_cast<const ucp_address_t*>(addr.data());
-        return im->create_ep(p, peer, true);
+        auto made = im->create_ep(p, peer, true, im->opts.detect_peer_failure);
+        if (made.ok()) (*made)->by_address = true;
+        return made;
+    });
+    if (!st.ok()) return st.status().with_context(what);
+    return impl_->handshake(*st, what);
+}
+
+Result<Endpoint> Worker::connect_address_watched(std::span<const uint8_t> worker_address, const std::string& peer,
+                                                 const Endpoint& watched) {
+    std::string what = "connect to " + peer;
+    Bytes addr(worker_address.begin(), worker_address.end());
+    auto st = impl_->run_sync<std::shared_ptr<EndpointState>>([im = impl_.get(), addr, peer, w = watched.state_]()
+                                                                   -> Result<std::shared_ptr<EndpointState>> {
+        if (addr.empty()) return Status(Code::invalid, "empty worker address");
+        if (!w || w->impl.lock().get() != im) return Status(Code::invalid, "the watched connection is not of this worker");
+        // Checked and linked under the worker's lock, as fail_endpoint runs: the watched
+        // connection cannot fail in between unnoticed.
+        if (Status h = w->health(); !h.ok()) return h;
+        ucp_ep_params_t p{};
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        p.address = reinterpret_cast<const ucp_address_t*>(addr.data());
+        auto made = im->create_ep(p, peer, true, false);
+        if (made.ok()) {
+            (*made)->by_address = true;
+            w->companions.push_back(*made);
+        }
+        return made;
     });
     if (!st.ok()) return st.status().with_context(what);
     return impl_->handshake(*st, what);

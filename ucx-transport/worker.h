@@ -62,6 +62,12 @@ struct CallOptions {
     std::span<const uint8_t> bulk_out;     // sent with the request; valid until the call completes
     std::span<uint8_t> bulk_in;            // the reply's bulk is received here, without a copy
                                            // when it travels by rendezvous
+    // The owner of bulk_out's and bulk_in's memory, if the transport may hold it. A call on a
+    // connection without peer-failure detection (connect_address_watched) that fails then ends
+    // at once, even while UCX still holds a request on its buffers (a stopped or dead peer may
+    // never let go); the transport keeps this until UCX does. Without it such a call ends only
+    // when UCX lets go.
+    std::shared_ptr<const void> keep;
 };
 
 struct Reply {
@@ -94,6 +100,7 @@ public:
     Status debug_send_raw(std::span<const uint8_t> header, std::span<const uint8_t> data) const;
 
     bool valid() const { return state_ != nullptr; }
+    bool operator==(const Endpoint& o) const { return state_ == o.state_; } // the same connection
     Status health() const;             // ok, or why the connection is unusable
     const std::string& peer() const;   // "127.0.0.1:7000", or the name given to connect()
     const std::string& peer_name() const; // the name the peer announced in its hello
@@ -180,6 +187,13 @@ public:
     // Connects and completes the jobfs hello (version and secret check) before returning.
     Result<Endpoint> connect(const std::string& host, uint16_t port);
     Result<Endpoint> connect_address(std::span<const uint8_t> worker_address, const std::string& peer);
+    // Connects by worker address without UCX peer-failure detection, whatever the worker's
+    // options say, so that UCX 1.13 may use shared memory to a peer on this host (see
+    // WorkerOptions::detect_peer_failure). `watched`, a connection of this worker to the same
+    // peer that has it, stands in: when it fails (the peer died, or it was aborted), the new
+    // connection fails with the same status, and so do its calls in flight.
+    Result<Endpoint> connect_address_watched(std::span<const uint8_t> worker_address, const std::string& peer,
+                                             const Endpoint& watched);
 
     // This worker's UCP address, for peers that connect by address (bootstrap over PMIx).
     const Bytes& address() const;

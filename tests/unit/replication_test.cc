@@ -572,6 +572,61 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     EXPECT_TRUE(back == data);
 }
 
+// ---- forwards between daemons of one node ----------------------------------------------------
+
+// The bytes forwarded down the chains (daemon stats) and the shared-memory connections made.
+std::pair<uint64_t, uint64_t> shm_forwards(Client& cl) {
+    uint64_t bytes = 0, connections = 0;
+    for (const auto& ep : cl.daemons()) {
+        auto s = jobfs::transport::rpc::call<proto::DaemonStats>(ep, proto::Empty{});
+        EXPECT_TRUE(s.ok()) << s.status().to_string();
+        if (!s.ok()) continue;
+        bytes += s->shm_forward_bytes;
+        connections += s->shm_connections;
+    }
+    return {bytes, connections};
+}
+
+// The daemons of one node forward chain writes to each other through shared memory, not
+// loopback tcp (server/same_node_peers.h): at R=2 every byte written goes once from head to
+// tail that way, and reads back whole from either copy. Daemons that cannot tell their peers
+// are on this node (no local-read sockets) forward over their ordinary connections, just as
+// correctly.
+TEST(ReplicationSameNode, ChainForwardsGoThroughSharedMemoryAndReadBack) {
+    const size_t size = (16 << 20) + 4321;
+    const auto data = pattern(size, 77);
+    for (const bool local_reads : {true, false}) {
+        SCOPED_TRACE(local_reads ? "local reads on" : "local reads off");
+        test::TempDir dir("jobfs-repl-shm");
+        auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--local-reads",
+                                           local_reads ? "true" : "false"});
+        ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+        Client& cl = *sc->client;
+        auto f = cl.open("/ckpt", O_CREAT | O_RDWR | O_TRUNC, 0644);
+        ASSERT_TRUE(f.ok()) << f.status().to_string();
+        ASSERT_TRUE(cl.pwrite(**f, 0, data).ok());
+        ASSERT_TRUE(cl.close(**f).ok());
+        const auto [bytes, connections] = shm_forwards(cl);
+        if (local_reads) {
+            EXPECT_GE(bytes, size) << "every byte once from head to tail";
+            EXPECT_LE(bytes, 2 * size);
+            EXPECT_GE(connections, 3u) << "each daemon is the head of chains to both others";
+        } else {
+            EXPECT_EQ(bytes, 0u);
+            EXPECT_EQ(connections, 0u);
+        }
+        for (int k = 0; k < 2; ++k) { // reads rotate over the copies
+            auto r = cl.open("/ckpt", O_RDONLY);
+            ASSERT_TRUE(r.ok());
+            std::vector<uint8_t> back(size);
+            auto n = cl.pread(**r, 0, back);
+            ASSERT_TRUE(n.ok()) << n.status().to_string();
+            ASSERT_EQ(*n, size);
+            EXPECT_TRUE(back == data);
+        }
+    }
+}
+
 // ---- membership at rest ----------------------------------------------------------------------
 
 // Daemons nobody uses send heartbeats every failure_timeout / 4 (here 500 ms), not every

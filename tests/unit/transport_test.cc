@@ -400,6 +400,106 @@ TEST(TransportSharedMemory, WorkerAddressWithoutPeerDetection) {
     EXPECT_EQ(crc32c(buf.data(), buf.size()), g->crc);
 }
 
+// Two workers that serve the test protocol and listen on loopback, with shared memory allowed
+// (UCX_TLS=sm,self,tcp) and peer-failure detection on, as the daemons have it.
+struct ServingPair {
+    std::unique_ptr<Worker> a, b;
+    uint16_t port_a = 0, port_b = 0;
+};
+ServingPair serving_pair_with_shm() {
+    setenv("UCX_TLS", "sm,self,tcp", 1);
+    WorkerOptions o;
+    o.call_timeout = 20s;
+    ServingPair p;
+    o.name = "a";
+    auto a = Worker::create(o);
+    o.name = "b";
+    auto b = Worker::create(o);
+    unsetenv("UCX_TLS");
+    EXPECT_TRUE(a.ok() && b.ok());
+    if (!a.ok() || !b.ok()) return p;
+    p.a = std::move(*a);
+    p.b = std::move(*b);
+    serve_test_protocol(*p.a, std::make_shared<TestServer>());
+    serve_test_protocol(*p.b, std::make_shared<TestServer>());
+    auto pa = p.a->listen("127.0.0.1", 0), pb = p.b->listen("127.0.0.1", 0);
+    EXPECT_TRUE(pa.ok() && pb.ok());
+    p.port_a = pa.ok() ? *pa : 0;
+    p.port_b = pb.ok() ? *pb : 0;
+    return p;
+}
+
+// A connection by worker address without peer-failure detection (shared memory on one host)
+// that watches a connection with it: calls work over it, and when the watched connection fails
+// (here: aborted, as a daemon does to a peer taken offline) a call waiting on it fails at once
+// with the same status instead of at its deadline, and so does the next one.
+TEST(TransportSharedMemory, WatchedConnectionFailsWithTheOneItWatches) {
+    auto pair = serving_pair_with_shm();
+    ASSERT_TRUE(pair.a && pair.port_b);
+    Worker* client = pair.a.get();
+    Worker* server = pair.b.get();
+    auto control = client->connect("127.0.0.1", pair.port_b);
+    ASSERT_TRUE(control.ok()) << control.status().to_string();
+    auto data = client->connect_address_watched(server->address(), "watched-server", *control);
+    ASSERT_TRUE(data.ok()) << data.status().to_string();
+    EXPECT_FALSE(*data == *control);
+    std::vector<uint8_t> buf(4 << 20);
+    fill_pattern(buf.data(), buf.size(), 91);
+    CallOptions put;
+    put.bulk_out = buf;
+    auto p = rpc::call<PutBlob>(*data, PutRequest{buf.size()}, put);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->crc, crc32c(buf.data(), buf.size()));
+
+    auto hung = std::make_shared<std::promise<Status>>();
+    auto hung_result = hung->get_future();
+    data->call_async(Hang::opcode, wire::encode(Empty{}), {}, [hung](Result<transport::Reply> r) { hung->set_value(r.status()); });
+    std::this_thread::sleep_for(100ms); // the request is out
+    const auto t0 = std::chrono::steady_clock::now();
+    control->abort(Status(Code::peer_gone, "peer taken offline"));
+    ASSERT_EQ(hung_result.wait_for(5s), std::future_status::ready) << "the watching connection's call waited on";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    const Status s = hung_result.get();
+    EXPECT_EQ(s.code(), Code::peer_gone) << s.to_string();
+    EXPECT_NE(s.message().find("peer taken offline"), std::string::npos) << s.message();
+    EXPECT_EQ(data->health().code(), Code::peer_gone);
+    EXPECT_EQ(rpc::call<Echo>(*data, EchoRequest{"after", 1}).status().code(), Code::peer_gone);
+    // A broken watched connection cannot be watched.
+    auto again = client->connect_address_watched(server->address(), "watched-server", *control);
+    EXPECT_EQ(again.status().code(), Code::peer_gone) << again.status().to_string();
+}
+
+// Two daemons of one host forward to each other: each connects to the other by address (UCX
+// may pair such endpoints of two workers into one connection), and calls go both ways at once.
+TEST(TransportSharedMemory, WatchedConnectionsBothWays) {
+    auto pair = serving_pair_with_shm();
+    ASSERT_TRUE(pair.a && pair.port_a && pair.port_b);
+    auto a_to_b = pair.a->connect("127.0.0.1", pair.port_b);
+    auto b_to_a = pair.b->connect("127.0.0.1", pair.port_a);
+    ASSERT_TRUE(a_to_b.ok() && b_to_a.ok());
+    std::vector<uint8_t> buf(4 << 20);
+    fill_pattern(buf.data(), buf.size(), 5);
+    const uint32_t want = crc32c(buf.data(), buf.size());
+    std::atomic<int> good{0};
+    auto run = [&](Worker& w, Worker& other, const Endpoint& control) {
+        auto data = w.connect_address_watched(other.address(), "peer", control);
+        ASSERT_TRUE(data.ok()) << data.status().to_string();
+        for (int i = 0; i < 40; ++i) {
+            CallOptions put;
+            put.bulk_out = buf;
+            auto p = rpc::call<PutBlob>(*data, PutRequest{buf.size()}, put);
+            ASSERT_TRUE(p.ok()) << i << ": " << p.status().to_string();
+            EXPECT_EQ(p->crc, want);
+            good++;
+        }
+    };
+    std::thread t1([&] { run(*pair.a, *pair.b, *a_to_b); });
+    std::thread t2([&] { run(*pair.b, *pair.a, *b_to_a); });
+    t1.join();
+    t2.join();
+    EXPECT_EQ(good.load(), 80);
+}
+
 // With busy polling, callers keep UCX's event fd for a grace period after each call; requests
 // must still be served, and the workers must still fall asleep when the traffic stops.
 TEST(TransportBusyPoll, ServesThenFallsAsleep) {
