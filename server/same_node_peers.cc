@@ -26,13 +26,18 @@ Result<transport::Endpoint> SameNodePeers::data(uint32_t r, uint64_t bytes) {
                 bytes_.fetch_add(bytes, std::memory_order_relaxed);
                 return e.shm;
             }
-            // Failed with a control connection still healthy (its own deadline): make another.
+            // Failed with the ordinary connection still up (its own deadline): make another,
+            // but not at every forward to a peer that may still be stalled.
+            const auto now = Clock::now();
+            if (e.retry_at == Clock::time_point{}) e.retry_at = now + kRetryAfter;
+            if (now < e.retry_at) return control;
         } else if (e.probing) {
             return control;
         }
         e.control = *control;
         e.shm = {};
         e.probing = true;
+        e.retry_at = {};
     }
     auto shm = connect(r, *control);
     std::lock_guard lock(mu_);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -46,10 +47,15 @@ public:
     uint64_t bytes_sent() const { return bytes_.load(std::memory_order_relaxed); }
 
 private:
+    using Clock = std::chrono::steady_clock;
+    // A shared-memory connection that failed while the ordinary one stayed up (its own call
+    // deadline: the peer is stalled) is made again no sooner than this after.
+    static constexpr std::chrono::seconds kRetryAfter{5};
     struct Entry {
         transport::Endpoint control; // the ordinary connection the rest was found for
         transport::Endpoint shm;     // valid: the peer is on this node
         bool probing = false;        // a thread is finding out / connecting
+        Clock::time_point retry_at{}; // shm failed: the ordinary connection until then
     };
     Result<transport::Endpoint> connect(uint32_t r, const transport::Endpoint& control);
 

@@ -1094,7 +1094,10 @@ void Worker::Impl::maybe_complete(uint64_t id) {
     }
     std::unique_ptr<PendingCall> own = std::move(it->second);
     calls.erase(it);
-    if (own->delivered) return; // UCX let go at last: the buffers go with the record
+    if (own->delivered) { // UCX let go at last: the buffers go with the record
+        if (own->rkey) ucp_rkey_destroy(own->rkey);
+        return;
+    }
     if (own->outcome->ok()) {
         auto took = duration_cast<milliseconds>(Clock::now() - (own->deadline - own->timeout));
         if (took >= kSlowCall)
