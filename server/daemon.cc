@@ -218,9 +218,6 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
     p.same_node = std::make_unique<SameNodePeers>(*p.worker, *secret, rank, size, peer);
     p.chunk_service->forward_through(p.same_node.get());
-    transport::rpc::serve<proto::WorkerAddress>(*p.worker, [w = p.worker.get()](transport::ServerCall call, proto::Empty&&) {
-        transport::rpc::reply<proto::WorkerAddress>(call, proto::WorkerAddressResponse{w->address()});
-    });
     if (config.local_reads) {
         // Without it readers get every byte over the transport: slower, never wrong.
         ChunkService* chunks = p.chunk_service.get();

@@ -9,7 +9,12 @@
 namespace jobfs::server {
 
 SameNodePeers::SameNodePeers(transport::Worker& worker, std::string secret, uint32_t rank, uint32_t daemons, PeerFn peer)
-    : worker_(worker), secret_(std::move(secret)), rank_(rank), peer_(std::move(peer)), entries_(daemons) {}
+    : worker_(worker), secret_(std::move(secret)), rank_(rank), peer_(std::move(peer)), entries_(daemons) {
+    // The other side of connect(): peers of this node ask for this daemon's worker address.
+    transport::rpc::serve<proto::WorkerAddress>(worker, [w = &worker](transport::ServerCall call, proto::Empty&&) {
+        transport::rpc::reply<proto::WorkerAddress>(call, proto::WorkerAddressResponse{w->address()});
+    });
+}
 
 Result<transport::Endpoint> SameNodePeers::data(uint32_t r, uint64_t bytes) {
     auto control = peer_(r);

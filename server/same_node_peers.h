@@ -33,7 +33,8 @@ class SameNodePeers {
 public:
     using PeerFn = std::function<Result<transport::Endpoint>(uint32_t rank)>;
 
-    // `peer`: the ordinary connection to a daemon (what every other RPC uses).
+    // `peer`: the ordinary connection to a daemon (what every other RPC uses). Serves
+    // WorkerAddress on `worker`, for the daemons of this node that connect here.
     SameNodePeers(transport::Worker& worker, std::string secret, uint32_t rank, uint32_t daemons, PeerFn peer);
 
     // The connection to send daemon `r` `bytes` of bulk data over: a shared-memory one when it

@@ -391,7 +391,9 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
                    uint64_t remote, Bytes rkey);
     void finish(uint64_t id, Status outcome);
     void maybe_complete(uint64_t id);
-    void deliver(PendingCall& c); // runs `done` with the call's outcome, wakes its waiter
+    // Ends call `id` for its caller: off the deadlines and its connection, `done` run with its
+    // outcome, its waiter woken.
+    void deliver(uint64_t id, PendingCall& c);
     void receive_reply_part(uint64_t id, void* desc, void* dst, size_t length);
 
     // -- serving (under mu) --
@@ -409,6 +411,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     std::unique_ptr<PendingCall> make_call(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
                                            const CallOptions& options, CallCallback done);
     Result<Endpoint> handshake(std::shared_ptr<EndpointState> st, const std::string& what);
+    Result<Endpoint> connect_by_address(std::span<const uint8_t> worker_address, const std::string& peer,
+                                        std::shared_ptr<EndpointState> watched);
 };
 
 thread_local Worker::Impl* Worker::Impl::current = nullptr;
@@ -1086,31 +1090,25 @@ void Worker::Impl::maybe_complete(uint64_t id) {
         // the transport owns (CallOptions::keep) ends now all the same; its record, and with
         // it the buffers, stays until UCX lets go.
         if (c.outcome->ok() || !c.keep || c.ep->detects_peer_failure || c.delivered) return;
-        c.delivered = true;
-        deadlines.erase({c.deadline, id});
-        c.ep->calls.erase(id);
-        deliver(c);
-        return;
+        return deliver(id, c);
     }
     std::unique_ptr<PendingCall> own = std::move(it->second);
     calls.erase(it);
-    if (own->delivered) { // UCX let go at last: the buffers go with the record
-        if (own->rkey) ucp_rkey_destroy(own->rkey);
-        return;
-    }
+    if (own->rkey) ucp_rkey_destroy(own->rkey);
+    if (own->delivered) return; // UCX let go at last: the buffers go with the record
     if (own->outcome->ok()) {
         auto took = duration_cast<milliseconds>(Clock::now() - (own->deadline - own->timeout));
         if (took >= kSlowCall)
             JOBFS_WARN("request %u to %s took %lld ms", own->opcode, own->ep->peer.c_str(),
                        static_cast<long long>(took.count()));
     }
-    deadlines.erase({own->deadline, id});
-    own->ep->calls.erase(id);
-    if (own->rkey) ucp_rkey_destroy(own->rkey);
-    deliver(*own);
+    deliver(id, *own);
 }
 
-void Worker::Impl::deliver(PendingCall& c) {
+void Worker::Impl::deliver(uint64_t id, PendingCall& c) {
+    c.delivered = true;
+    deadlines.erase({c.deadline, id});
+    c.ep->calls.erase(id);
     if (c.outcome->ok())
         c.done(std::move(c.reply));
     else
@@ -1530,46 +1528,42 @@ Result<Endpoint> Worker::connect(const std::string& host, uint16_t port) {
     return impl_->handshake(*st, what);
 }
 
-Result<Endpoint> Worker::connect_address(std::span<const uint8_t> worker_address, const std::string& peer) {
+// Both connections by worker address. `watched` (may be null): the connection the new one
+// fails with; the new one then has no peer-failure detection of its own.
+Result<Endpoint> Worker::Impl::connect_by_address(std::span<const uint8_t> worker_address, const std::string& peer,
+                                                  std::shared_ptr<EndpointState> watched) {
     std::string what = "connect to " + peer;
     Bytes addr(worker_address.begin(), worker_address.end());
-    auto st = impl_->run_sync<std::shared_ptr<EndpointState>>([im = impl_.get(), addr, peer]()
-                                                                   -> Result<std::shared_ptr<EndpointState>> {
+    auto st = run_sync<std::shared_ptr<EndpointState>>([this, addr, peer, w = std::move(watched)]()
+                                                           -> Result<std::shared_ptr<EndpointState>> {
         if (addr.empty()) return Status(Code::invalid, "empty worker address");
+        if (w) {
+            if (w->impl.lock().get() != this) return Status(Code::invalid, "the watched connection is not of this worker");
+            // Checked and linked under the worker's lock, as fail_endpoint runs: the watched
+            // connection cannot fail in between unnoticed.
+            if (Status h = w->health(); !h.ok()) return h;
+        }
         ucp_ep_params_t p{};
         p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
         p.address = reinterpret_cast<const ucp_address_t*>(addr.data());
-        auto made = im->create_ep(p, peer, true, im->opts.detect_peer_failure);
-        if (made.ok()) (*made)->by_address = true;
+        auto made = create_ep(p, peer, true, w ? false : opts.detect_peer_failure);
+        if (!made.ok()) return made;
+        (*made)->by_address = true;
+        if (w) w->companions.push_back(*made);
         return made;
     });
     if (!st.ok()) return st.status().with_context(what);
-    return impl_->handshake(*st, what);
+    return handshake(*st, what);
+}
+
+Result<Endpoint> Worker::connect_address(std::span<const uint8_t> worker_address, const std::string& peer) {
+    return impl_->connect_by_address(worker_address, peer, nullptr);
 }
 
 Result<Endpoint> Worker::connect_address_watched(std::span<const uint8_t> worker_address, const std::string& peer,
                                                  const Endpoint& watched) {
-    std::string what = "connect to " + peer;
-    Bytes addr(worker_address.begin(), worker_address.end());
-    auto st = impl_->run_sync<std::shared_ptr<EndpointState>>([im = impl_.get(), addr, peer, w = watched.state_]()
-                                                                   -> Result<std::shared_ptr<EndpointState>> {
-        if (addr.empty()) return Status(Code::invalid, "empty worker address");
-        if (!w || w->impl.lock().get() != im) return Status(Code::invalid, "the watched connection is not of this worker");
-        // Checked and linked under the worker's lock, as fail_endpoint runs: the watched
-        // connection cannot fail in between unnoticed.
-        if (Status h = w->health(); !h.ok()) return h;
-        ucp_ep_params_t p{};
-        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        p.address = reinterpret_cast<const ucp_address_t*>(addr.data());
-        auto made = im->create_ep(p, peer, true, false);
-        if (made.ok()) {
-            (*made)->by_address = true;
-            w->companions.push_back(*made);
-        }
-        return made;
-    });
-    if (!st.ok()) return st.status().with_context(what);
-    return impl_->handshake(*st, what);
+    if (!watched.valid()) return Status(Code::invalid, "connect to " + peer + ": no connection to watch");
+    return impl_->connect_by_address(worker_address, peer, watched.state_);
 }
 
 const Bytes& Worker::address() const { return impl_->address; }
