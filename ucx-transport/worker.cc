@@ -1305,7 +1305,11 @@ void Worker::Impl::dispatch(const std::shared_ptr<Incoming>& in) {
     }
     st_served++;
     if (in->opcode == kOpHello) return handle_hello(in);
-    if (!in->conn->authenticated && !in->conn->by_address) {
+    // Served: requests of a peer that passed its hello here, of the worker we chose to connect
+    // to by address, and of a peer we connected to whose hello answer we checked (it calls
+    // back on our own connection).
+    const bool trusted = in->conn->authenticated || in->conn->by_address || (in->conn->outgoing && in->conn->established);
+    if (!trusted) {
         in->conn->close_after_reply = true;
         in->replied = true;
         return send_reply(in->conn, in->id, in->opcode,
@@ -1743,6 +1747,7 @@ uint16_t ServerCall::opcode() const { return in_->opcode; }
 std::span<const uint8_t> ServerCall::message() const { return in_->message; }
 uint64_t ServerCall::bulk_length() const { return in_->bulk_length; }
 const std::string& ServerCall::peer() const { return in_->conn->peer; }
+Endpoint ServerCall::connection() const { return Endpoint(in_->conn); }
 
 void ServerCall::receive_bulk(std::span<uint8_t> dst, std::function<void(Status)> done) const {
     auto im = in_->impl.lock();

@@ -113,6 +113,7 @@ public:
 
 private:
     friend class Worker;
+    friend class ServerCall;
     explicit Endpoint(std::shared_ptr<EndpointState> s) : state_(std::move(s)) {}
     std::shared_ptr<EndpointState> state_;
 };
@@ -129,6 +130,10 @@ public:
     std::span<const uint8_t> message() const;
     uint64_t bulk_length() const;
     const std::string& peer() const;
+    // The connection the request came on. The server may call the peer back through it (a
+    // daemon recalling a client's lease): the peer serves requests that arrive on a connection
+    // it made once the hello is answered (Worker::set_handler on its side).
+    Endpoint connection() const;
 
     // Receives the request's bulk into dst (bulk_length() bytes) by rendezvous when the sender
     // used it, else by a copy of the small eager payload. `done` runs on the progress thread.

@@ -361,6 +361,29 @@ TEST_P(TransportTest, ValidFrameWithGarbageBodyGetsErrorReply) {
     EXPECT_TRUE(rpc::call<Echo>(conn, EchoRequest{"after fuzz", 6}).ok());
 }
 
+// A server may call a client back on the connection the client made (a daemon recalling a
+// client's cached attributes). The client serves the call once its hello was answered; before
+// ServerCall::connection() and that rule, such a call was refused as "request before hello".
+TEST_P(TransportTest, ServerCallsTheClientBackOnItsConnection) {
+    constexpr uint16_t kCallMeBack = 40;
+    serve_test_protocol(*client, std::make_shared<TestServer>()); // the client answers Echo
+    server->set_handler(kCallMeBack, [](transport::ServerCall c) {
+        rpc::call_async<Echo>(c.connection(), EchoRequest{"back", 3}, {}, [c](Result<EchoResponse> r, size_t) {
+            if (!r.ok()) return c.reply(r.status());
+            c.reply(wire::encode(EchoResponse{r->text, r->seq, r->server}));
+        });
+    });
+    for (int round = 0; round < 3; ++round) {
+        auto r = conn.call(kCallMeBack, wire::encode(EchoRequest{"x", 0}));
+        ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status().to_string();
+        auto back = wire::decode<EchoResponse>(r->message);
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(back->text, "back");
+        EXPECT_EQ(back->seq, 3u);
+        EXPECT_EQ(back->server, "client"); // answered by the client's worker
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tls, TransportTest, ::testing::Values("default", "tcp", "sm,self,tcp"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                              std::string n = i.param;
