@@ -76,6 +76,15 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     auto w = transport::Worker::create(wo);
     if (!w.ok()) return w.status();
     c->worker_ = std::move(*w);
+    if (options.attr_cache) {
+        // Daemons recall leases on the connections this client makes (attr_cache.h).
+        c->attr_cache_ = std::make_shared<AttrCache>();
+        transport::rpc::serve<proto::LeaseRecall>(
+            *c->worker_, [cache = c->attr_cache_](transport::ServerCall call, proto::LeaseRecallRequest&& r) {
+                cache->recall(r.inos);
+                transport::rpc::reply<proto::LeaseRecall>(call, proto::Empty{});
+            });
+    }
     auto eps = connect_daemons(*c->worker_, cluster);
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
@@ -90,6 +99,15 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
 
 Client::~Client() {
     if (writers_) writers_->join(); // every queued write runs, while io_ still exists
+    if (attr_cache_) {
+        // Leases end here: daemons need not wait for them to run out before the next change
+        // of these files (a killed process's leases are waited out: at most attr-lease-ms).
+        std::vector<transport::Endpoint> granters = attr_cache_->clear_for_release();
+        transport::CallOptions o;
+        o.timeout = std::chrono::milliseconds(1000);
+        for (const auto& ep : granters)
+            if (ep.health().ok()) (void)transport::rpc::call<proto::LeaseRelease>(ep, proto::Empty{}, o);
+    }
 }
 
 Result<std::unique_ptr<Client>> Client::connect_env(const ClientOptions& options) {
@@ -181,7 +199,9 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
     for (size_t i = start; i < parts->size(); ++i) {
         const std::string& name = (*parts)[i];
         if (cur.type != 2) return Status(Code::not_dir, walked + " is not a directory");
-        auto next = meta_call<proto::Lookup>(*io_, cur.ino, proto::NameRequest{cred_, cur.ino, name});
+        const bool last_part = i + 1 == parts->size();
+        auto next = last_part ? lookup_entry(cur.ino, name)
+                              : meta_call<proto::Lookup>(*io_, cur.ino, proto::NameRequest{cred_, cur.ino, name});
         if (!next.ok()) {
             if (start > 0 && stale(next.status())) {
                 // The cached directory may be gone: ask again from the root.
@@ -205,6 +225,19 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
         cur = std::move(*next);
     }
     return cur;
+}
+
+Result<proto::Attr> Client::lookup_entry(uint64_t dir, const std::string& name) {
+    if (!attr_cache_) return meta_call<proto::Lookup>(*io_, dir, proto::NameRequest{cred_, dir, name});
+    if (auto a = attr_cache_->get(dir, name)) return *a;
+    const uint64_t epoch = attr_cache_->epoch();
+    const auto sent = std::chrono::steady_clock::now(); // the lease counts from before the daemon's
+    transport::Endpoint via;
+    auto r = meta_call<proto::LookupLeased>(*io_, dir, proto::NameRequest{cred_, dir, name}, &via);
+    if (!r.ok()) return r.status();
+    if (r->lease_ms)
+        attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);
+    return std::move(r->attr);
 }
 
 Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path, bool* cached, bool use_cache) {
@@ -546,10 +579,18 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
             req.size = init->size;
             for (const auto& [n, v] : init->xattrs) req.xattrs.push_back(proto::XattrPair{n, v});
         }
-        a = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        a = in_parent(path, [&](uint64_t dir, const std::string& name) -> Result<proto::Attr> {
             req.parent = dir;
             req.name = name;
-            return meta_call<proto::Create>(*io_, dir, req);
+            if (!attr_cache_) return meta_call<proto::Create>(*io_, dir, req);
+            const uint64_t epoch = attr_cache_->epoch();
+            const auto sent = std::chrono::steady_clock::now();
+            transport::Endpoint via;
+            auto r = meta_call<proto::CreateLeased>(*io_, dir, req, &via);
+            if (!r.ok()) return r.status();
+            if (r->lease_ms)
+                attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);
+            return std::move(r->attr);
         });
     } else {
         a = walk(path, true);

@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "client/attr_cache.h"
 #include "client/cluster.h"
 #include "client/file_io.h"
 #include "client/layout.h"
@@ -52,6 +53,11 @@ struct ClientOptions {
     // (local_reads.h; the daemons' local-reads item must allow it too). Off: every byte over
     // the transport, as from another node (tests that must reach every copy of a chunk).
     bool local_reads = true;
+    // Keep what lookups and creates of files and symlinks return while the daemon leases it
+    // (attr_cache.h, the daemons' attr-lease-ms), so that stat of such a path costs no
+    // request. Consistency is as without it: the daemon recalls a lease before the inode
+    // changes. Off: every stat asks.
+    bool attr_cache = true;
 };
 
 // What Client::create sets on the file it makes, in the metadata call that makes it.
@@ -171,6 +177,8 @@ public:
     // The data path (chain table in use, placement), for tools and tests.
     const FileIO& io() const { return *io_; }
     const proto::Cred& cred() const { return cred_; }
+    // What the attribute cache did (all zero when it is off).
+    AttrCache::Stats attr_cache_stats() const { return attr_cache_ ? attr_cache_->stats() : AttrCache::Stats{}; }
 
 private:
     Client() = default;
@@ -182,6 +190,9 @@ private:
     // The inode of directory `dir` (lexical path, at least one component), as parent_of.
     Result<uint64_t> dir_ino(const std::string& dir, bool* cached, bool use_cache);
     Result<proto::Attr> walk(const std::string& path, bool follow_last, int depth = 0, bool use_cache = true);
+    // Looks `name` up in directory dir: from the attribute cache, else with a leased lookup
+    // whose answer is kept (a plain Lookup when the cache is off).
+    Result<proto::Attr> lookup_entry(uint64_t dir, const std::string& name);
     // open(), and create() when init is given.
     Result<std::unique_ptr<File>> open_or_create(const std::string& path, int flags, uint32_t mode,
                                                  const Layout& layout, const NewFile* init);
@@ -214,6 +225,7 @@ private:
     std::unordered_map<std::string, CachedDir> dir_cache_;
     std::chrono::milliseconds dir_cache_ttl_{1000};
 
+    std::shared_ptr<AttrCache> attr_cache_; // null when ClientOptions::attr_cache is off
     std::unique_ptr<transport::Worker> worker_;
     std::vector<transport::Endpoint> eps_;
     std::unique_ptr<FileIO> io_;

@@ -186,6 +186,11 @@ int jobfs_connect(const char* cluster_file, jobfs_t** out) {
             else
                 options.dir_cache_ttl = std::chrono::milliseconds(n);
         }
+        if (const char* v = std::getenv("JOBFS_ATTR_CACHE"); v && *v) {
+            if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+                return fail(EINVAL, std::string("connect: JOBFS_ATTR_CACHE='") + v + "' is not 0 or 1");
+            options.attr_cache = *v == '1';
+        }
         auto c = Client::connect(*info, options);
         if (!c.ok()) return fail(c.status().with_context("connect"));
         auto fs = std::make_unique<jobfs_fs>();

@@ -21,14 +21,17 @@
 namespace jobfs::client {
 
 // `key`: an inode the request is about (an entry's directory, an inode), which names its shard.
+// `via` (optional): set to the connection that gave the answer (a lease is tied to it).
 template <class Rpc>
-Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const typename Rpc::Request& req) {
+Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const typename Rpc::Request& req,
+                                         transport::Endpoint* via = nullptr) {
     const uint32_t n = io.daemon_count();
     const uint32_t shard = static_cast<uint32_t>(proto::shard_of(key) % n);
     proto::ChainTable t = io.table_once();
     const auto deadline = std::chrono::steady_clock::now() + FileIO::kFailoverTimeout;
     for (;;) {
         const int64_t p = proto::meta_primary(shard, t);
+        if (via && p >= 0) *via = io.endpoint(static_cast<uint32_t>(p));
         Result<typename Rpc::Response> r =
             p < 0 ? Result<typename Rpc::Response>(
                         Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(shard)))

@@ -34,7 +34,7 @@ struct Table {
     DaemonConfig c;
     ByteSize chunk{4ull << 20}, direct_min{256ull << 10};
     std::string daemons;
-    long call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 5000;
+    long attr_lease_ms = 3000, call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 5000;
 
     Table() {
         desc.add_options()
@@ -57,6 +57,7 @@ struct Table {
             ("direct-io", po::value(&c.direct_io)->default_value(c.direct_io), "write aligned chunk pieces to the disk with O_DIRECT, past the page cache (true/false; off by itself where the file system has no O_DIRECT)")
             ("direct-io-min", po::value(&direct_min)->default_value(direct_min, "256K"), "smallest piece written with O_DIRECT; smaller ones go through the page cache, where writeback merges them (k, M)")
             ("local-reads", po::value(&c.local_reads)->default_value(c.local_reads), "let clients on this node read large ranges of chunks from the chunk files themselves, checked against the stored checksums (true/false)")
+            ("attr-lease-ms", po::value(&attr_lease_ms)->default_value(attr_lease_ms), "how long a client may answer stat from attributes it was given, unless recalled first (0: clients ask every time)")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
             ("startup-timeout-ms", po::value(&startup_timeout_ms)->default_value(startup_timeout_ms), "how long to wait for the whole group at start")
             ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "milliseconds between heartbeats to each peer daemon")
@@ -68,6 +69,9 @@ struct Table {
         c.chunk_size = chunk.value;
         c.direct_io_min = direct_min.value;
         c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
+        c.attr_lease = std::chrono::milliseconds(attr_lease_ms);
+        if (attr_lease_ms < 0 || attr_lease_ms > 600000)
+            return Status(Code::invalid, "attr-lease-ms must be 0 to 600000");
         c.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
         c.heartbeat = std::chrono::milliseconds(heartbeat_ms);
         c.failure_timeout = std::chrono::milliseconds(failure_timeout_ms);

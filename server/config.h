@@ -34,6 +34,7 @@ struct DaemonConfig {
     uint64_t direct_io_min = 256 << 10; // direct-io-min: ... of at least this many bytes
     bool local_reads = true;            // local-reads: readers on this node read chunk files themselves
                                         // (local_read_server.h)
+    std::chrono::milliseconds attr_lease{3000};       // attr-lease-ms: clients keep leased attributes (attr_leases.h)
     std::chrono::milliseconds call_timeout{30000};    // call-timeout-ms
     std::chrono::milliseconds startup_timeout{60000}; // startup-timeout-ms: wait for the group
     std::chrono::milliseconds heartbeat{200};          // heartbeat-ms: between heartbeats to each peer

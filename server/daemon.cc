@@ -215,6 +215,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
                                                      [membership] { return membership->table_version(); });
     p.meta_service = std::make_unique<MetaService>(*p.worker, hosted, rank, size, peer,
                                                    [membership] { return membership->table(); }, *p.pool);
+    p.meta_service->set_attr_lease(config.attr_lease);
     p.resync = std::make_unique<Resync>(*p.worker, *p.meta, *p.membership, *p.chunk_service, rank, size, peer);
     p.same_node = std::make_unique<SameNodePeers>(*p.worker, *secret, rank, size, peer);
     p.chunk_service->forward_through(p.same_node.get());

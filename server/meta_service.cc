@@ -13,6 +13,7 @@
 
 #include "daemon_protocol.h"
 #include "log.h"
+#include "server/attr_leases.h"
 #include "server/meta_wire.h"
 
 namespace jobfs::server {
@@ -35,11 +36,25 @@ void reply_with(const ServerCall& call, const R& r) {
     }
 }
 
+// Replies with a handler's result once the holders of leases on what it changed let go
+// (attr_leases.h); at once, on this thread, when it changed nothing leased.
+template <class Rpc, class R>
+void reply_settled(AttrLeases& lz, const ServerCall& call, R r) {
+    if (!lz.must_settle()) {
+        lz.settle(nullptr); // ends the request's notes
+        return reply_with<Rpc>(call, r);
+    }
+    lz.settle([call, r = std::move(r)] { reply_with<Rpc>(call, r); });
+}
+
 // Posts `work` to the pool and replies with its result.
 template <class Rpc, class Work>
-void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, Work work) {
-    rpc::serve<Rpc>(w, [&pool, work](ServerCall call, typename Rpc::Request&& req) {
-        boost::asio::post(pool, [call, req = std::move(req), work] { reply_with<Rpc>(call, work(req)); });
+void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Work work) {
+    rpc::serve<Rpc>(w, [&pool, lz, work](ServerCall call, typename Rpc::Request&& req) {
+        boost::asio::post(pool, [call, req = std::move(req), lz, work] {
+            lz->begin_op();
+            reply_settled<Rpc>(*lz, call, work(req));
+        });
     });
 }
 
@@ -52,10 +67,16 @@ void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, Work wo
 // here). What `now` may do there: one SQLite transaction of the shard under its lock, tried,
 // never waited for, whose commit writes the WAL but never syncs it (synchronous=NORMAL).
 template <class Rpc, class Now, class Work>
-void serve_now_or_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, Now now, Work work) {
-    rpc::serve<Rpc>(w, [&pool, now, work](ServerCall call, typename Rpc::Request&& req) {
-        if (auto r = now(req)) return reply_with<Rpc>(call, *r);
-        boost::asio::post(pool, [call, req = std::move(req), work] { reply_with<Rpc>(call, work(req)); });
+void serve_now_or_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Now now,
+                          Work work) {
+    rpc::serve<Rpc>(w, [&pool, lz, now, work](ServerCall call, typename Rpc::Request&& req) {
+        lz->begin_op();
+        if (auto r = now(req)) return reply_settled<Rpc>(*lz, call, std::move(*r));
+        boost::asio::post(pool, [call, req = std::move(req), lz, work, carried = lz->hand_over()]() mutable {
+            lz->begin_op();
+            lz->take_over(std::move(carried));
+            reply_settled<Rpc>(*lz, call, work(req));
+        });
     });
 }
 
@@ -106,6 +127,8 @@ struct MetaService::Impl : std::enable_shared_from_this<MetaService::Impl> {
     std::shared_ptr<boost::asio::thread_pool> apply_pool = std::make_shared<boost::asio::thread_pool>(1);
     std::shared_ptr<RenameLock> rename_lock;
     std::map<uint32_t, std::unique_ptr<Entry>> shards; // fixed once constructed
+    // Leases on what clients cache of this daemon's shards (attr_leases.h).
+    std::shared_ptr<AttrLeases> leases = std::make_shared<AttrLeases>(MetaService::kDefaultAttrLease, pool);
 
     std::mutex roles_mu;                            // reconcile runs one at a time
     std::mutex catch_mu;                            // guards catching
@@ -258,9 +281,15 @@ void MetaService::Impl::reconcile() {
             e->serving = true;
             if (replicated) JOBFS_INFO("serving metadata shard %u (chain table %llu)", s, static_cast<unsigned long long>(t.version));
             auto co = e->co;
-            boost::asio::post(*coord_pool, [co] { co->resume(); }); // its intents, replicated with it
+            leases->take_up(s, t.version > 1); // a table past the first: the shard may have been served elsewhere
+            boost::asio::post(*coord_pool, [co, lz = leases] { // its intents, replicated with it
+                lz->begin_op();
+                co->resume();
+                lz->settle(nullptr);
+            });
         } else if (!mine && e->serving) {
             e->serving = false;
+            leases->give_up(s);
             // Transactions already past the check roll back: nothing commits here any more.
             const uint32_t shard = s;
             (void)e->db->start_shipping(e->term, [shard](const Position&, const Position&, std::span<const uint8_t>) {
@@ -292,6 +321,8 @@ MetaService::MetaService(transport::Worker& w, std::vector<Hosted> hosted, uint3
         auto e = std::make_unique<Entry>();
         e->shard = h.shard;
         e->db = h.db;
+        h.db->set_change_observer({[lz = im.leases](uint64_t ino) { lz->note_change(ino); },
+                                   [lz = im.leases](uint64_t dir) { lz->note_dir_access(dir); }});
         // The coordinator of shard s reaches shard x through whichever daemon serves x.
         e->co = std::make_shared<MetaCoordinator>(*h.db, h.shard, daemons, [wk](uint32_t x) -> Result<transport::Endpoint> {
             auto im = wk.lock();
@@ -315,6 +346,7 @@ void MetaService::start() { impl_->reconcile(); }
 void MetaService::Impl::register_handlers(transport::Worker& w) {
     auto im = shared_from_this();
     auto cpool = coord_pool;
+    auto lz = leases;
     // Each request names its shard by an inode it holds (an entry's directory, an inode).
 #define JOBFS_SERVE(key)                                  \
     auto e_ = im->serve(proto::shard_of(key));            \
@@ -328,52 +360,109 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (!a || (!a->ok() && a->status().code() == Code::cross_device)) return std::nullopt;
         return attr_out(*a);
     };
+    // A reader never answers with what an inode became while clients may still show what it
+    // was: a busy inode (its leases being recalled) is answered on the pool, once it is idle.
+    const auto idle_now = [lz](std::optional<Result<proto::Attr>> a) -> std::optional<Result<proto::Attr>> {
+        if (a && a->ok() && lz->busy((*a)->ino)) return std::nullopt;
+        return a;
+    };
+    const auto idle_then = [lz](Result<proto::Attr> a) -> Result<proto::Attr> {
+        if (a.ok()) lz->wait_idle(a->ino);
+        return a;
+    };
     serve_now_or_on_pool<proto::Getattr>(
-        w, pool,
-        [im, at_once](const proto::InoRequest& r) -> std::optional<Result<proto::Attr>> {
+        w, pool, lz,
+        [im, at_once, idle_now](const proto::InoRequest& r) -> std::optional<Result<proto::Attr>> {
             JOBFS_SERVE(r.ino);
-            return at_once(sh.try_getattr(r.ino));
+            return idle_now(at_once(sh.try_getattr(r.ino)));
         },
-        [im](const proto::InoRequest& r) -> Result<proto::Attr> {
+        [im, idle_then](const proto::InoRequest& r) -> Result<proto::Attr> {
             JOBFS_SERVE(r.ino);
-            return attr_out(sh.getattr(r.ino));
+            return idle_then(attr_out(sh.getattr(r.ino)));
         });
-    serve_now_or_on_pool<proto::Lookup>(
-        w, *cpool,
-        [im, at_once](const proto::NameRequest& r) -> std::optional<Result<proto::Attr>> {
-            JOBFS_SERVE(r.parent);
-            return at_once(sh.try_lookup(from_wire(r.cred), r.parent, r.name));
-        },
-        [im](const proto::NameRequest& r) -> Result<proto::Attr> {
-            JOBFS_SERVE(r.parent);
-            return attr_out(co.lookup(from_wire(r.cred), r.parent, r.name));
-        });
+    const auto lookup_now = [im, at_once, idle_now](const proto::NameRequest& r) -> std::optional<Result<proto::Attr>> {
+        JOBFS_SERVE(r.parent);
+        return idle_now(at_once(sh.try_lookup(from_wire(r.cred), r.parent, r.name)));
+    };
+    const auto lookup_on_pool = [im, idle_then](const proto::NameRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.parent);
+        return idle_then(attr_out(co.lookup(from_wire(r.cred), r.parent, r.name)));
+    };
+    serve_now_or_on_pool<proto::Lookup>(w, *cpool, lz, lookup_now, lookup_on_pool);
     const auto new_file = [](const proto::CreateRequest& r) {
         NewFile init{r.size, {}};
         for (const auto& x : r.xattrs) init.xattrs.emplace_back(x.name, x.value);
         return init;
     };
-    serve_now_or_on_pool<proto::Create>(
-        w, pool,
-        [im, at_once, new_file](const proto::CreateRequest& r) -> std::optional<Result<proto::Attr>> {
-            JOBFS_SERVE(r.parent);
-            return at_once(sh.try_create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
-                                         Layout{r.chunk_size, r.stripe_count, r.replicas}, new_file(r)));
-        },
-        [im, new_file](const proto::CreateRequest& r) -> Result<proto::Attr> {
-            JOBFS_SERVE(r.parent);
-            return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
-                                      Layout{r.chunk_size, r.stripe_count, r.replicas}, new_file(r)));
+    const auto create_now = [im, at_once, new_file](const proto::CreateRequest& r) -> std::optional<Result<proto::Attr>> {
+        JOBFS_SERVE(r.parent);
+        return at_once(sh.try_create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
+                                     Layout{r.chunk_size, r.stripe_count, r.replicas}, new_file(r)));
+    };
+    const auto create_on_pool = [im, new_file](const proto::CreateRequest& r) -> Result<proto::Attr> {
+        JOBFS_SERVE(r.parent);
+        return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
+                                  Layout{r.chunk_size, r.stripe_count, r.replicas}, new_file(r)));
+    };
+    serve_now_or_on_pool<proto::Create>(w, pool, lz, create_now, create_on_pool);
+
+    // The same with a lease on the answer (attr_leases.h), for a file or symlink whose inode
+    // lives with its entry. `since`: the change sequence the answer is not older than.
+    const auto reply_leased = [lz](const ServerCall& call, Result<proto::Attr> a, uint64_t parent, uint64_t since) {
+        if (!a.ok()) return reply_settled<proto::LookupLeased>(*lz, call, a.status());
+        proto::LeasedAttr out{std::move(*a), 0};
+        if ((out.attr.type == 1 || out.attr.type == 3) && proto::shard_of(out.attr.ino) == proto::shard_of(parent))
+            out.lease_ms = lz->grant(out.attr.ino, parent, call.connection(), since);
+        reply_settled<proto::LookupLeased>(*lz, call, Result<proto::LeasedAttr>(std::move(out)));
+    };
+    rpc::serve<proto::LookupLeased>(w, [lz, cpool, lookup_now, lookup_on_pool, reply_leased](ServerCall call,
+                                                                                            proto::NameRequest&& r) {
+        lz->begin_op();
+        const uint64_t since = lz->snapshot();
+        if (auto a = lookup_now(r)) return reply_leased(call, std::move(*a), r.parent, since);
+        boost::asio::post(*cpool, [lz, call, r = std::move(r), lookup_on_pool, reply_leased,
+                                   carried = lz->hand_over()]() mutable {
+            lz->begin_op();
+            lz->take_over(std::move(carried));
+            const uint64_t since = lz->snapshot();
+            reply_leased(call, lookup_on_pool(r), r.parent, since);
         });
-    serve_on_pool<proto::Mkdir>(w, *cpool, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
+    });
+    rpc::serve<proto::LeaseRelease>(w, [lz](ServerCall call, proto::Empty&&) {
+        lz->release(call.connection());
+        rpc::reply<proto::LeaseRelease>(call, proto::Empty{});
+    });
+    // A create's own change of the inode it made (or found) is no reason to refuse its lease.
+    const auto since_create = [lz](const Result<proto::Attr>& a, uint64_t before) {
+        return a.ok() ? std::max(before, lz->own_change(a->ino)) : before;
+    };
+    rpc::serve<proto::CreateLeased>(w, [lz, im, create_now, create_on_pool, reply_leased, since_create](
+                                           ServerCall call, proto::CreateRequest&& r) {
+        lz->begin_op();
+        const uint64_t before = lz->snapshot();
+        if (auto a = create_now(r)) {
+            const uint64_t since = since_create(*a, before);
+            return reply_leased(call, std::move(*a), r.parent, since);
+        }
+        boost::asio::post(im->pool, [lz, call, r = std::move(r), create_on_pool, reply_leased, since_create,
+                                     carried = lz->hand_over()]() mutable {
+            lz->begin_op();
+            lz->take_over(std::move(carried));
+            const uint64_t before = lz->snapshot();
+            auto a = create_on_pool(r);
+            const uint64_t since = since_create(a, before);
+            reply_leased(call, std::move(a), r.parent, since);
+        });
+    });
+    serve_on_pool<proto::Mkdir>(w, *cpool, lz, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
         return attr_out(co.mkdir(from_wire(r.cred), r.parent, r.name, r.mode));
     });
-    serve_on_pool<proto::Symlink>(w, pool, [im](const proto::SymlinkRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::Symlink>(w, pool, lz, [im](const proto::SymlinkRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
         return attr_out(sh.symlink(from_wire(r.cred), r.parent, r.name, r.target));
     });
-    serve_on_pool<proto::Readlink>(w, pool, [im](const proto::InoRequest& r) -> Result<proto::LinkTarget> {
+    serve_on_pool<proto::Readlink>(w, pool, lz, [im](const proto::InoRequest& r) -> Result<proto::LinkTarget> {
         JOBFS_SERVE(r.ino);
         auto t = sh.readlink(r.ino);
         if (!t.ok()) return t.status();
@@ -385,11 +474,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         const uint32_t owner = proto::shard_of(r.new_parent);
         if (im->serve(owner).ok()) {
             boost::asio::post(*cpool, [im, call, r = std::move(r)]() {
+                AttrLeases& lz = *im->leases;
+                lz.begin_op();
                 auto e = im->serve(proto::shard_of(r.new_parent));
-                if (!e.ok()) return call.reply(e.status());
-                auto a = (*e)->co->link(from_wire(r.cred), r.ino, r.new_parent, r.name);
-                if (!a.ok()) return call.reply(a.status());
-                rpc::reply<proto::Link>(call, to_wire(*a));
+                if (!e.ok()) return reply_settled<proto::Link>(lz, call, e.status());
+                reply_settled<proto::Link>(lz, call, attr_out((*e)->co->link(from_wire(r.cred), r.ino, r.new_parent, r.name)));
             });
             return;
         }
@@ -403,7 +492,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         });
     });
     serve_now_or_on_pool<proto::Unlink>(
-        w, *cpool,
+        w, *cpool, lz,
         [im](const proto::NameRequest& r) -> std::optional<Result<proto::UnlinkResponse>> {
             JOBFS_SERVE(r.parent);
             auto u = sh.try_unlink(from_wire(r.cred), r.parent, r.name);
@@ -417,11 +506,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             if (!u.ok()) return u.status();
             return to_wire(*u);
         });
-    serve_on_pool<proto::Rmdir>(w, *cpool, [im](const proto::NameRequest& r) -> Status {
+    serve_on_pool<proto::Rmdir>(w, *cpool, lz, [im](const proto::NameRequest& r) -> Status {
         JOBFS_SERVE(r.parent);
         return co.rmdir(from_wire(r.cred), r.parent, r.name);
     });
-    serve_on_pool<proto::Rename>(w, *cpool, [im](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+    serve_on_pool<proto::Rename>(w, *cpool, lz, [im](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
         JOBFS_SERVE(r.old_parent);
         // Between two directories: under the file system's rename lock, from before the loop
         // check to the end (rename_lock.h).
@@ -437,7 +526,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (res->replaced) out.replaced = to_wire(*res->replaced);
         return out;
     });
-    serve_on_pool<proto::RenameInDir>(w, *cpool, [im](const proto::RenameInDirRequest& r)
+    serve_on_pool<proto::RenameInDir>(w, *cpool, lz, [im](const proto::RenameInDirRequest& r)
                                                     -> Result<proto::RenameInDirResponse> {
         JOBFS_SERVE(r.parent);
         if (r.entries.size() > proto::kMaxRenamesInDir)
@@ -459,7 +548,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         }
         return out;
     });
-    serve_on_pool<proto::Readdir>(w, pool, [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
+    serve_on_pool<proto::Readdir>(w, pool, lz, [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
         JOBFS_SERVE(r.ino);
         auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);
         if (!d.ok()) return d.status();
@@ -468,7 +557,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         for (auto& e : d->entries) out.entries.push_back(proto::DirEntry{e.name, e.ino, static_cast<uint8_t>(e.type)});
         return out;
     });
-    serve_on_pool<proto::Setattr>(w, pool, [im](const proto::SetattrRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::Setattr>(w, pool, lz, [im](const proto::SetattrRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         SetAttr set;
         set.mode = r.mode;
@@ -481,40 +570,40 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         set.mtime_now = r.mtime_now;
         return attr_out(sh.setattr(from_wire(r.cred), r.ino, set));
     });
-    serve_on_pool<proto::ExtendSize>(w, pool, [im](const proto::ExtendSizeRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::ExtendSize>(w, pool, lz, [im](const proto::ExtendSizeRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.extend_size(r.ino, r.size));
     });
-    serve_on_pool<proto::ReserveAppend>(w, pool, [im](const proto::AppendRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::ReserveAppend>(w, pool, lz, [im](const proto::AppendRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.reserve_append(r.ino, r.at_least, r.length));
     });
-    serve_on_pool<proto::SetLayout>(w, pool, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::SetLayout>(w, pool, lz, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.set_layout(from_wire(r.cred), r.ino, Layout{r.chunk_size, r.stripe_count, r.replicas}));
     });
-    serve_on_pool<proto::Setxattr>(w, pool, [im](const proto::XattrRequest& r) -> Status {
+    serve_on_pool<proto::Setxattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.setxattr(from_wire(r.cred), r.ino, r.name, r.value, r.flags);
     });
-    serve_on_pool<proto::Getxattr>(w, pool, [im](const proto::XattrRequest& r) -> Result<proto::XattrValue> {
+    serve_on_pool<proto::Getxattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Result<proto::XattrValue> {
         JOBFS_SERVE(r.ino);
         auto v = sh.getxattr(from_wire(r.cred), r.ino, r.name);
         if (!v.ok()) return v.status();
         return proto::XattrValue{*v};
     });
-    serve_on_pool<proto::Listxattr>(w, pool, [im](const proto::XattrRequest& r) -> Result<proto::XattrList> {
+    serve_on_pool<proto::Listxattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Result<proto::XattrList> {
         JOBFS_SERVE(r.ino);
         auto v = sh.listxattr(from_wire(r.cred), r.ino);
         if (!v.ok()) return v.status();
         return proto::XattrList{*v};
     });
-    serve_on_pool<proto::Removexattr>(w, pool, [im](const proto::XattrRequest& r) -> Status {
+    serve_on_pool<proto::Removexattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.removexattr(from_wire(r.cred), r.ino, r.name);
     });
     // The counts of the shards this daemon serves (statfs sums over all daemons).
-    serve_on_pool<proto::MetaCounts>(w, pool, [im](const proto::Empty&) -> Result<proto::CountsResponse> {
+    serve_on_pool<proto::MetaCounts>(w, pool, lz, [im](const proto::Empty&) -> Result<proto::CountsResponse> {
         proto::CountsResponse out{0, 0};
         for (auto& [s, e] : im->shards) {
             if (!im->serve(s).ok()) continue;
@@ -527,24 +616,24 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     });
 
     // The other shards' steps of cross-shard operations (meta_coordinator.h).
-    serve_on_pool<proto::PeerCreateInode>(w, pool, [im](const proto::CreateInodeRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::PeerCreateInode>(w, pool, lz, [im](const proto::CreateInodeRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(uint64_t(r.shard) << 48);
         Attr tmpl = from_wire(r.tmpl);
         tmpl.parent = r.parent;
         sh.note_intents_done(r.done_below);
         return attr_out(r.intent ? sh.create_inode_once(r.intent, tmpl) : sh.create_inode(tmpl));
     });
-    serve_on_pool<proto::PeerDeleteInode>(w, pool, [im](const proto::InoRequest& r) -> Status {
+    serve_on_pool<proto::PeerDeleteInode>(w, pool, lz, [im](const proto::InoRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.delete_inode(r.ino);
     });
-    serve_on_pool<proto::PeerLookupDentry>(w, pool, [im](const proto::NameRequest& r) -> Result<proto::DirEntry> {
+    serve_on_pool<proto::PeerLookupDentry>(w, pool, lz, [im](const proto::NameRequest& r) -> Result<proto::DirEntry> {
         JOBFS_SERVE(r.parent);
         auto e = sh.lookup_dentry(from_wire(r.cred), r.parent, r.name);
         if (!e.ok()) return e.status();
         return proto::DirEntry{e->name, e->ino, static_cast<uint8_t>(e->type)};
     });
-    serve_on_pool<proto::PeerRenameInsert>(w, pool, [im](const proto::RenameInsertRequest& r)
+    serve_on_pool<proto::PeerRenameInsert>(w, pool, lz, [im](const proto::RenameInsertRequest& r)
                                                         -> Result<proto::RenameInsertResponse> {
         JOBFS_SERVE(r.parent);
         sh.note_intents_done(r.done_below);
@@ -556,25 +645,25 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (i->replaced_here) out.replaced_here = to_wire(*i->replaced_here);
         return out;
     });
-    serve_on_pool<proto::PeerAdjustNlink>(w, pool, [im](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
+    serve_on_pool<proto::PeerAdjustNlink>(w, pool, lz, [im](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
         JOBFS_SERVE(r.ino);
         sh.note_intents_done(r.done_below);
         auto u = sh.adjust_nlink_once(r.intent, static_cast<IntentStep>(r.step), r.ino, r.delta);
         if (!u.ok()) return u.status();
         return to_wire(*u);
     });
-    serve_on_pool<proto::PeerAbortStep>(w, pool, [im](const proto::StepRequest& r) -> Result<proto::StepResult> {
+    serve_on_pool<proto::PeerAbortStep>(w, pool, lz, [im](const proto::StepRequest& r) -> Result<proto::StepResult> {
         JOBFS_SERVE(uint64_t(r.shard) << 48);
         sh.note_intents_done(r.done_below);
         auto a = sh.abort_step_result(r.intent, static_cast<IntentStep>(r.step));
         if (!a.ok()) return a.status();
         return proto::StepResult{a->has_value(), a->value_or(0)};
     });
-    serve_on_pool<proto::PeerSetParent>(w, pool, [im](const proto::SetParentRequest& r) -> Status {
+    serve_on_pool<proto::PeerSetParent>(w, pool, lz, [im](const proto::SetParentRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.set_parent(r.ino, r.parent);
     });
-    serve_on_pool<proto::PeerParent>(w, pool, [im](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
+    serve_on_pool<proto::PeerParent>(w, pool, lz, [im](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
         JOBFS_SERVE(r.ino);
         auto p = sh.parent_of(r.ino);
         if (!p.ok()) return p.status();
@@ -584,7 +673,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
 
     // ---- replication: a copy's side ------------------------------------------------------
     auto apool = apply_pool;
-    serve_on_pool<proto::MetaApply>(w, *apool, [im](const proto::MetaApplyRequest& r) -> Status {
+    serve_on_pool<proto::MetaApply>(w, *apool, lz, [im](const proto::MetaApplyRequest& r) -> Status {
         Entry* e = im->find(r.shard);
         if (!e) return Status(Code::invalid, "daemon " + std::to_string(im->rank) + " keeps no copy of metadata shard " +
                                                  std::to_string(r.shard));
@@ -602,6 +691,8 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         call.receive_bulk(*image, [im, apool, call, r, image](Status got) {
             if (!got.ok()) return call.reply(got);
             boost::asio::post(*apool, [im, call, r, image] {
+                // Leases this daemon granted while it served the shard were given up with it.
+                im->leases->begin_op();
                 Entry* e = im->find(r.shard);
                 if (!e) return call.reply(Status(Code::invalid, "no copy of metadata shard " + std::to_string(r.shard) + " here"));
                 const Position at{r.term, r.seq};
@@ -615,14 +706,14 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             });
         });
     });
-    serve_on_pool<proto::MetaPosition>(w, *apool, [im](const proto::MetaShardRequest& r) -> Result<proto::MetaPositionResponse> {
+    serve_on_pool<proto::MetaPosition>(w, *apool, lz, [im](const proto::MetaShardRequest& r) -> Result<proto::MetaPositionResponse> {
         Entry* e = im->find(r.shard);
         if (!e) return Status(Code::invalid, "no copy of metadata shard " + std::to_string(r.shard) + " here");
         auto p = e->db->position();
         if (!p.ok()) return p.status();
         return proto::MetaPositionResponse{p->term, p->seq};
     });
-    serve_on_pool<proto::MetaCatchUp>(w, *cpool, [im](const proto::MetaShardRequest& r) -> Status {
+    serve_on_pool<proto::MetaCatchUp>(w, *cpool, lz, [im](const proto::MetaShardRequest& r) -> Status {
         return im->bring_in_step(r.shard, r.member);
     });
 }
@@ -638,7 +729,11 @@ void MetaService::resume_intents() {
     for (auto& [s, e] : impl_->shards) {
         if (!e->serving) continue;
         auto co = e->co;
-        boost::asio::post(*impl_->coord_pool, [co] { co->resume(); });
+        boost::asio::post(*impl_->coord_pool, [co, lz = impl_->leases] {
+            lz->begin_op();
+            co->resume();
+            lz->settle(nullptr);
+        });
     }
 }
 
@@ -668,6 +763,10 @@ Status MetaService::catch_up(std::chrono::milliseconds timeout) {
     }
     return Status::OK();
 }
+
+void MetaService::set_attr_lease(std::chrono::milliseconds lease) { impl_->leases->set_lease(lease); }
+
+AttrLeases::Stats MetaService::attr_lease_stats() const { return impl_->leases->stats(); }
 
 MetaCoordinator& MetaService::coordinator_for_test() { return *impl_->shards.begin()->second->co; }
 

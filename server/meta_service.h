@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "daemon_protocol.h"
+#include "server/attr_leases.h"
 #include "server/meta_coordinator.h"
 #include "server/meta_shard.h"
 #include "server/rename_lock.h"
@@ -53,6 +54,8 @@ public:
     using TableFn = std::function<proto::ChainTable()>;
 
     static constexpr int kCoordinatorThreads = 4;
+    // How long a client may keep a leased answer (attr_leases.h; jobfsd's attr-lease-ms).
+    static constexpr std::chrono::milliseconds kDefaultAttrLease{3000};
 
     // One shard this daemon keeps (it is in the shard's meta chain); the daemon owns it.
     struct Hosted {
@@ -75,6 +78,10 @@ public:
 
     // Waits for the coordinators in flight; call before the worker goes away.
     void stop();
+
+    // The length of the leases granted from now on (0: none).
+    void set_attr_lease(std::chrono::milliseconds lease);
+    AttrLeases::Stats attr_lease_stats() const;
 
     // The shard a new directory named `name` in `parent` is placed on.
     static uint32_t place_directory(uint64_t parent, const std::string& name, uint32_t daemons) {

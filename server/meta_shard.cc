@@ -254,6 +254,15 @@ struct MetaShard::Impl {
     // where the fsyncs of a checkpoint must not happen.
     int wal_pages = 0;
     bool no_checkpoint = false;
+    MetaShard::ChangeObserver observer; // set_change_observer
+    void changed(uint64_t ino) {
+        if (observer.inode) observer.inode(ino);
+    }
+    // Every row of `inodes` written or removed (its rowid is the inode number).
+    static void on_row_change(void* arg, int, const char*, const char* table, sqlite3_int64 rowid) {
+        auto* self = static_cast<Impl*>(arg);
+        if (std::strcmp(table, "inodes") == 0) self->changed(static_cast<uint64_t>(rowid));
+    }
     struct NoCheckpoint {
         Impl& impl;
         explicit NoCheckpoint(Impl& i) : impl(i) { impl.no_checkpoint = true; }
@@ -516,6 +525,13 @@ struct MetaShard::Impl {
     }
 
     Status erase_dentry(uint64_t parent, const std::string& name) {
+        // The inode may keep its row (other links, or it lives on another shard): what was
+        // known of it under this name is gone all the same.
+        if (observer.inode) {
+            auto e = find_dentry(parent, name);
+            if (!e.ok()) return e.status();
+            if (*e) changed((*e)->ino);
+        }
         return run("DELETE FROM dentries WHERE parent = ? AND name = ?", parent, name);
     }
 
@@ -1017,6 +1033,7 @@ struct MetaShard::Impl {
         bool owner_changes = (set.uid && *set.uid != a.uid) || (set.gid && *set.gid != a.gid);
         if (set.uid) a.uid = *set.uid;
         if (set.gid) a.gid = *set.gid;
+        if (a.type == FileType::directory && (set.mode || owner_changes) && observer.dir_access) observer.dir_access(ino);
         // Giving a file away must not give away setuid/setgid powers.
         if (owner_changes && !root && a.type != FileType::directory) {
             a.mode &= ~uint32_t(S_ISUID);
@@ -1552,6 +1569,7 @@ struct MetaShard::Impl {
         if (!row.ok()) return row.status();
         if (!*row || st->bytes(0) != "wal") return fail(Code::io, "cannot enable WAL journal mode");
         sqlite3_wal_hook(db, on_wal_commit, this);
+        sqlite3_update_hook(db, on_row_change, this);
         return exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;");
     }
 
@@ -1644,6 +1662,11 @@ Result<std::unique_ptr<MetaShard>> MetaShard::open(const std::string& path, uint
     if (s.ok()) s = impl->transact([&] { return impl->init_schema(); });
     if (!s.ok()) return impl->with_op(s);
     return std::unique_ptr<MetaShard>(new MetaShard(shard_id, std::move(impl)));
+}
+
+void MetaShard::set_change_observer(ChangeObserver observer) {
+    std::lock_guard lock(impl_->mu);
+    impl_->observer = std::move(observer);
 }
 
 // Every public method: lock, name the operation for error messages, run the body.

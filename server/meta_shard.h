@@ -216,6 +216,18 @@ public:
 
     uint32_t shard_id() const { return shard_id_; }
 
+    // Told of every change this shard makes to an inode (its row written or removed, or an
+    // entry naming it removed) and of every change to a directory's mode or owner (which
+    // lookups in it are checked against), inside the transaction, under the shard's lock,
+    // also for a transaction that then rolls back, and for changesets a replica applies.
+    // Attribute leases (attr_leases.h) are recalled so. The functions must not call back into
+    // the shard or wait.
+    struct ChangeObserver {
+        std::function<void(uint64_t ino)> inode;
+        std::function<void(uint64_t dir)> dir_access;
+    };
+    void set_change_observer(ChangeObserver observer);
+
     // ---- whole single-shard operations --------------------------------------------------
     Result<Attr> getattr(uint64_t ino);
     Result<Attr> lookup(const Cred& cred, uint64_t parent, const std::string& name);

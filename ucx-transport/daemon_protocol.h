@@ -278,6 +278,17 @@ struct Attr {
                  stripe_count, generation, replicas)
 };
 
+struct LeasedAttr {
+    Attr attr;
+    uint32_t lease_ms = 0;
+    JOBFS_FIELDS(attr, lease_ms)
+};
+
+struct LeaseRecallRequest {
+    std::vector<uint64_t> inos; // forget what you keep of these inodes, then answer
+    JOBFS_FIELDS(inos)
+};
+
 struct InoRequest {
     uint64_t ino = 0;
     JOBFS_FIELDS(ino)
@@ -583,6 +594,17 @@ JOBFS_RPC(Removexattr, 65, XattrRequest, Empty);
 JOBFS_RPC(MetaCounts, 66, Empty, CountsResponse);
 JOBFS_RPC(RenameInDir, 67, RenameInDirRequest, RenameInDirResponse);
 JOBFS_RPC(ReserveAppend, 68, AppendRequest, Attr);
+// Lookup and Create with a lease on the answer for the caller (server/attr_leases.h): the
+// caller may answer stat from it for lease_ms, counted from before it sent the request
+// (0: no lease). The daemon recalls it (LeaseRecall, daemon to client, on the connection the
+// lease was asked on) before anything about the inode changes.
+JOBFS_RPC(LookupLeased, 69, NameRequest, LeasedAttr);
+JOBFS_RPC(CreateLeased, 70, CreateRequest, LeasedAttr);
+JOBFS_RPC(LeaseRecall, 71, LeaseRecallRequest, Empty);
+// Client to daemon, as it disconnects: it holds no leases on this connection any more (a
+// holder that just went would otherwise hold the next change of its files up until its
+// leases end: its connection's failure may be a partition, which the daemon cannot tell).
+JOBFS_RPC(LeaseRelease, 72, Empty, Empty);
 JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
 JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
 JOBFS_RPC(PeerLookupDentry, 82, NameRequest, DirEntry);

@@ -153,17 +153,23 @@ TEST_F(CApiTest, ConnectDisconnectAndTheirErrors) {
     EXPECT_EQ(jobfs_daemon_count(fs), 3);
 }
 
-// Tuning through the environment: write behind and the directory cache.
+// Tuning through the environment: write behind, the directory cache, the attribute cache.
 TEST_F(CApiTest, ConnectTakesTuningFromTheEnvironment) {
     jobfs_t* tuned = nullptr;
     ::setenv("JOBFS_WRITE_BEHIND_MIB", "lots", 1);
     EXPECT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), -EINVAL);
     EXPECT_NE(std::strstr(jobfs_last_error(), "JOBFS_WRITE_BEHIND_MIB"), nullptr) << jobfs_last_error();
+    ::unsetenv("JOBFS_WRITE_BEHIND_MIB");
+    ::setenv("JOBFS_ATTR_CACHE", "yes", 1);
+    EXPECT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), -EINVAL);
+    EXPECT_NE(std::strstr(jobfs_last_error(), "JOBFS_ATTR_CACHE"), nullptr) << jobfs_last_error();
+    ::setenv("JOBFS_ATTR_CACHE", "0", 1);
     ::setenv("JOBFS_WRITE_BEHIND_MIB", "8", 1);
     ::setenv("JOBFS_DIR_CACHE_MS", "0", 1);
     ASSERT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), 0) << jobfs_last_error();
     ::unsetenv("JOBFS_WRITE_BEHIND_MIB");
     ::unsetenv("JOBFS_DIR_CACHE_MS");
+    ::unsetenv("JOBFS_ATTR_CACHE");
     const auto data = pattern(5 << 20, 9);
     jobfs_file_t* f = nullptr;
     ASSERT_EQ(jobfs_open(tuned, p("wb").c_str(), O_RDWR | O_CREAT, 0644, nullptr, &f), 0) << jobfs_last_error();

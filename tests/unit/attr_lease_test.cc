@@ -1,0 +1,249 @@
+// attr_lease_test: what libjobfs keeps under the daemons' leases (client/attr_cache.h,
+// server/attr_leases.h), against three real jobfsd processes on loopback (LocalCluster).
+// Every case first makes sure the reader answers from its cache (its hit count grows), so a
+// recall that did not happen would show as an old answer.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "child_process.h"
+#include "client/client.h"
+#include "client/local_cluster.h"
+#include "test_util.h"
+
+namespace jobfs::client {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class AttrLeaseTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/jobfs-lease-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+    }
+    void start(const std::vector<std::string>& args = {}) {
+        LocalClusterOptions o;
+        o.jobfsd = test::build_tree_program("server/jobfsd");
+        o.dir = dir;
+        o.daemons = 3;
+        o.extra_args = args;
+        auto c = LocalCluster::start(o);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        cluster = std::move(*c);
+        a = connect();
+        b = connect();
+        ASSERT_TRUE(a && b);
+    }
+    std::unique_ptr<Client> connect(ClientOptions o = {}) {
+        auto c = Client::connect(cluster->info(), o);
+        EXPECT_TRUE(c.ok()) << c.status().to_string();
+        return c.ok() ? std::move(*c) : nullptr;
+    }
+    void TearDown() override {
+        a.reset();
+        b.reset();
+        cluster.reset();
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    static Status write(Client& c, const std::string& path, size_t bytes, int flags = O_WRONLY | O_CREAT | O_TRUNC) {
+        auto f = c.open(path, flags, 0644);
+        if (!f.ok()) return f.status();
+        std::vector<uint8_t> data(bytes, 0x5a);
+        JOBFS_RETURN_IF_ERROR(c.pwrite(**f, 0, data));
+        return c.close(**f);
+    }
+    // stat from c's cache: asserts it was a hit (the answer a missed recall would leave stale).
+    static proto::Attr cached_stat(Client& c, const std::string& path) {
+        const uint64_t hits = c.attr_cache_stats().hits;
+        auto s = c.stat(path);
+        EXPECT_TRUE(s.ok()) << path << ": " << s.status().to_string();
+        EXPECT_EQ(c.attr_cache_stats().hits, hits + 1) << path << " was not answered from the cache";
+        return s.ok() ? *s : proto::Attr{};
+    }
+    // a's answer is the daemon's own (asked by a client without a cache).
+    void expect_as_the_daemon_says(const std::string& path) {
+        ClientOptions o;
+        o.attr_cache = false;
+        auto truth = connect(o);
+        ASSERT_TRUE(truth);
+        auto want = truth->stat(path);
+        auto got = a->stat(path);
+        ASSERT_TRUE(want.ok() && got.ok()) << path;
+        EXPECT_EQ(got->ino, want->ino) << path;
+        EXPECT_EQ(got->mode, want->mode) << path;
+        EXPECT_EQ(got->size, want->size) << path;
+        EXPECT_EQ(got->nlink, want->nlink) << path;
+        EXPECT_EQ(got->mtime_ns, want->mtime_ns) << path;
+        EXPECT_EQ(got->ctime_ns, want->ctime_ns) << path;
+    }
+    static Result<proto::Attr> chmod(Client& c, const std::string& path, uint32_t mode) {
+        proto::SetattrRequest set;
+        set.mode = mode;
+        return c.setattr(path, set);
+    }
+
+    std::string dir;
+    std::unique_ptr<LocalCluster> cluster;
+    std::unique_ptr<Client> a, b;
+};
+
+TEST_F(AttrLeaseTest, EveryChangeAnotherClientMakesIsSeenAtOnce) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    ASSERT_TRUE(write(*a, "/d/f", 100).ok());
+    // The creator keeps what its create returned; the size settled at close recalled it.
+    ASSERT_TRUE(a->stat("/d/f").ok());
+    EXPECT_EQ(cached_stat(*a, "/d/f").size, 100u);
+
+    ASSERT_TRUE(chmod(*b, "/d/f", 0600).ok());
+    auto s = a->stat("/d/f");
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->mode & 07777, 0600u);
+
+    EXPECT_EQ(cached_stat(*a, "/d/f").mode & 07777, 0600u);
+    ASSERT_TRUE(write(*b, "/d/f", 5000, O_WRONLY).ok()); // the size settles at b's close
+    EXPECT_EQ(a->stat("/d/f")->size, 5000u);
+
+    EXPECT_EQ(cached_stat(*a, "/d/f").size, 5000u);
+    ASSERT_TRUE(b->truncate("/d/f", 10).ok());
+    EXPECT_EQ(a->stat("/d/f")->size, 10u);
+
+    EXPECT_EQ(cached_stat(*a, "/d/f").nlink, 1u);
+    ASSERT_TRUE(b->link("/d/f", "/d/g").ok());
+    EXPECT_EQ(a->stat("/d/f")->nlink, 2u);
+
+    cached_stat(*a, "/d/f");
+    ASSERT_TRUE(b->setxattr("/d/f", "user.k", "v").ok());
+    expect_as_the_daemon_says("/d/f");
+    cached_stat(*a, "/d/f");
+    proto::SetattrRequest times;
+    times.mtime_ns = 1234567890;
+    ASSERT_TRUE(b->setattr("/d/f", times).ok());
+    EXPECT_EQ(a->stat("/d/f")->mtime_ns, 1234567890);
+    expect_as_the_daemon_says("/d/f");
+
+    cached_stat(*a, "/d/f");
+    ASSERT_TRUE(b->rename("/d/f", "/d/h").ok());
+    EXPECT_EQ(a->stat("/d/f").status().code(), Code::not_found);
+    EXPECT_EQ(a->stat("/d/h")->size, 10u);
+
+    cached_stat(*a, "/d/h");
+    ASSERT_TRUE(a->stat("/d/g").ok());
+    cached_stat(*a, "/d/g");
+    ASSERT_TRUE(b->unlink("/d/h").ok());
+    EXPECT_EQ(a->stat("/d/h").status().code(), Code::not_found);
+    EXPECT_EQ(a->stat("/d/g")->nlink, 1u); // the other name of the inode, also recalled
+
+    // A rename onto a kept name replaces the inode behind it.
+    ASSERT_TRUE(write(*b, "/d/new", 7).ok());
+    EXPECT_EQ(cached_stat(*a, "/d/g").size, 10u);
+    ASSERT_TRUE(b->rename("/d/new", "/d/g").ok());
+    EXPECT_EQ(a->stat("/d/g")->size, 7u);
+    expect_as_the_daemon_says("/d/g");
+    EXPECT_GT(a->attr_cache_stats().recalled, 0u);
+}
+
+// Lookups are checked against the directory's mode: a directory closed to the reader after
+// it looked is closed at once, though the file itself did not change.
+TEST_F(AttrLeaseTest, ADirectoryClosedToTheReaderIsClosedAtOnce) {
+    start();
+    ASSERT_TRUE(b->mkdir("/open", 0755).ok());
+    ASSERT_TRUE(write(*b, "/open/f", 1).ok());
+    ClientOptions o;
+    o.cred = proto::Cred{4242, 4242, {}};
+    auto user = connect(o);
+    ASSERT_TRUE(user);
+    ASSERT_TRUE(user->stat("/open/f").ok());
+    cached_stat(*user, "/open/f");
+    ASSERT_TRUE(chmod(*b, "/open", 0700).ok());
+    EXPECT_EQ(user->stat("/open/f").status().code(), Code::permission);
+}
+
+// A holder that does not answer (stopped, as a node that hangs) holds the change up until its
+// lease ends, and then no longer answers from it: after the change returned, its first stat
+// asks again and sees the change. Without the wait the change returned at once and the holder,
+// continued within its lease, answered with the old mode.
+TEST_F(AttrLeaseTest, AHolderThatDoesNotAnswerIsWaitedOut) {
+    start({"--attr-lease-ms", "2000"});
+    ASSERT_TRUE(write(*b, "/f", 1).ok());
+    ASSERT_TRUE(chmod(*b, "/f", 0644).ok());
+    test::ChildProcess holder({test::ChildProcess::beside_test("../helpers/lease_holder"), cluster->descriptor_path(), "/f"});
+    auto first = holder.read_line(10s);
+    ASSERT_TRUE(first) << "lease_holder said nothing";
+    EXPECT_EQ(*first, "mode 0644");
+    holder.signal(SIGSTOP);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(chmod(*b, "/f", 0600).ok());
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    holder.signal(SIGCONT);
+    holder.signal(SIGUSR1);
+    auto second = holder.read_line(10s);
+    ASSERT_TRUE(second) << "lease_holder said nothing after SIGUSR1";
+    EXPECT_EQ(*second, "mode 0600");
+    EXPECT_LT(waited, 10s) << "the change waited longer than the lease and its recall";
+}
+
+// A holder that went away (its connection closed) holds nothing up for long, and a lease ends
+// by itself: the next stat after it asks the daemon again.
+TEST_F(AttrLeaseTest, LeasesEndAndGoneHoldersAreNotWaitedForLong) {
+    start({"--attr-lease-ms", "300"});
+    ASSERT_TRUE(write(*a, "/f", 1).ok());
+    ASSERT_TRUE(a->stat("/f").ok());
+    cached_stat(*a, "/f");
+    std::this_thread::sleep_for(400ms);
+    const uint64_t misses = a->attr_cache_stats().misses;
+    ASSERT_TRUE(a->stat("/f").ok());
+    EXPECT_EQ(a->attr_cache_stats().misses, misses + 1) << "an ended lease answered";
+    a.reset(); // holds a lease on /f, and goes
+    ASSERT_TRUE(chmod(*b, "/f", 0600).ok());
+    EXPECT_EQ(b->stat("/f")->mode & 07777, 0600u);
+}
+
+// attr-lease-ms 0: every stat asks.
+TEST_F(AttrLeaseTest, NoLeasesNoCache) {
+    start({"--attr-lease-ms", "0"});
+    ASSERT_TRUE(write(*a, "/f", 1).ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(a->stat("/f").ok());
+    EXPECT_EQ(a->attr_cache_stats().hits, 0u);
+    EXPECT_EQ(a->attr_cache_stats().entries, 0u);
+}
+
+// Many readers keep a file while a writer changes it in a loop: no reader ever sees a mode
+// older than one the writer's last change had returned before the reader asked.
+TEST_F(AttrLeaseTest, ReadersNeverSeeAChangeUndone) {
+    start();
+    ASSERT_TRUE(write(*b, "/f", 1).ok());
+    std::atomic<uint32_t> returned{0}; // the last mode whose chmod returned (modes only grow)
+    std::atomic<bool> stop{false};
+    std::atomic<int> stale{0}, reads{0};
+    std::vector<std::unique_ptr<Client>> readers;
+    for (int i = 0; i < 3; ++i) readers.push_back(connect());
+    std::vector<std::thread> ts;
+    for (auto& r : readers)
+        ts.emplace_back([&, c = r.get()] {
+            while (!stop) {
+                const uint32_t floor = returned.load();
+                auto s = c->stat("/f");
+                if (s.ok() && (s->mode & 0777) < floor) ++stale;
+                ++reads;
+            }
+        });
+    for (uint32_t m = 0400; m <= 0777; m += 7) {
+        ASSERT_TRUE(chmod(*b, "/f", m).ok());
+        returned = m;
+    }
+    stop = true;
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(stale.load(), 0) << "of " << reads.load() << " reads";
+    EXPECT_GT(reads.load(), 0);
+}
+
+} // namespace
+} // namespace jobfs::client
