@@ -70,8 +70,10 @@ struct Table {
         c.direct_io_min = direct_min.value;
         c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
         c.attr_lease = std::chrono::milliseconds(attr_lease_ms);
-        if (attr_lease_ms < 0 || attr_lease_ms > 600000)
-            return Status(Code::invalid, "attr-lease-ms must be 0 to 600000");
+        // A change waits for a silent holder's lease to end: within the clients' own 30 s
+        // request deadline, or the change would be reported failed though it was made.
+        if (attr_lease_ms < 0 || attr_lease_ms > 20000)
+            return Status(Code::invalid, "attr-lease-ms must be 0 to 20000");
         c.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
         c.heartbeat = std::chrono::milliseconds(heartbeat_ms);
         c.failure_timeout = std::chrono::milliseconds(failure_timeout_ms);

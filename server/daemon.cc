@@ -241,13 +241,19 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     // sent. A status query leaves the daemon at rest. The worker goes first at stop, so the
     // handler never outlives what it reads.
     serve_daemon_stats(*p.worker, [chunks = p.chunk_service.get(), local = p.local_reads.get(),
-                                   same_node = p.same_node.get(), membership](proto::DaemonStatsResponse& s) {
+                                   same_node = p.same_node.get(), meta = p.meta_service.get(),
+                                   membership](proto::DaemonStatsResponse& s) {
         membership->served_monitoring();
         s.local_reads = local ? local->reads() : 0;
         s.arena_write_bytes = chunks->arena_write_bytes();
         s.heartbeats_sent = membership->heartbeats_sent();
         s.shm_forward_bytes = same_node->bytes_sent();
         s.shm_connections = same_node->connections_made();
+        const AttrLeases::Stats leases = meta->attr_lease_stats();
+        s.leases_held = leases.held;
+        s.leases_granted = leases.granted;
+        s.lease_recalls = leases.recalls;
+        s.lease_recall_failures = leases.recall_failures;
     });
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();

@@ -92,7 +92,7 @@ check "dd out with 4 KiB blocks, cmp equal" sh -c "dd if=big of='$tmp/big.out' b
 # its large writes through a shared-memory write arena, as libjobfs does (local_reads.h): the
 # daemons count both (jobfs status: local reads, MiB of arena writes).
 io_counters() { # prints "local-reads arena-MiB" summed over the daemons
-  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { r += $(NF - 4); w += $(NF - 3) } END { print r, w }'
+  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { r += $(NF - 5); w += $(NF - 4) } END { print r, w }'
 }
 set -- $(io_counters)
 reads0=${1:-0} arena0=${2:-0}

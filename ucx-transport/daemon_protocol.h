@@ -164,8 +164,15 @@ struct DaemonStatsResponse {
     // (server/same_node_peers.h), and the shared-memory connections it made for that.
     uint64_t shm_forward_bytes = 0;
     uint64_t shm_connections = 0;
+    // Attribute leases (server/attr_leases.h): inodes leased to clients now, leases granted,
+    // LeaseRecall calls sent, and holders that did not answer one (waited out).
+    uint64_t leases_held = 0;
+    uint64_t leases_granted = 0;
+    uint64_t lease_recalls = 0;
+    uint64_t lease_recall_failures = 0;
     JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes,
-                 heartbeats_sent, shm_forward_bytes, shm_connections)
+                 heartbeats_sent, shm_forward_bytes, shm_connections, leases_held, leases_granted, lease_recalls,
+                 lease_recall_failures)
 };
 
 // A daemon's UCX worker address, for a daemon of its node to connect to it by address, which

@@ -206,6 +206,36 @@ TEST_F(AttrLeaseTest, LeasesEndAndGoneHoldersAreNotWaitedForLong) {
     EXPECT_EQ(b->stat("/f")->mode & 07777, 0600u);
 }
 
+// Leases held, as the daemons count them (DaemonStats), over all daemons.
+uint64_t leases_held(Client& c) {
+    uint64_t n = 0;
+    for (const auto& ep : c.daemons()) {
+        auto s = transport::rpc::call<proto::DaemonStats>(ep, proto::Empty{});
+        EXPECT_TRUE(s.ok()) << s.status().to_string();
+        if (s.ok()) n += s->leases_held;
+    }
+    return n;
+}
+
+// A client gives its leases back as it disconnects (LeaseRelease): the daemons hold none for
+// it, and a change of its files right after waits for nobody. Without it, the chmod below
+// waited for the lease to end (the daemon cannot tell a client that exited from one cut off).
+TEST_F(AttrLeaseTest, ADisconnectingClientGivesItsLeasesBack) {
+    start({"--attr-lease-ms", "20000"});
+    ASSERT_TRUE(write(*b, "/f", 1).ok());
+    b.reset();
+    auto c = connect();
+    ASSERT_TRUE(c);
+    EXPECT_EQ(leases_held(*c), 0u);
+    ASSERT_TRUE(a->stat("/f").ok());
+    EXPECT_EQ(leases_held(*c), 1u);
+    a.reset();
+    EXPECT_EQ(leases_held(*c), 0u);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(chmod(*c, "/f", 0600).ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "the change waited for a lease given back";
+}
+
 // attr-lease-ms 0: every stat asks.
 TEST_F(AttrLeaseTest, NoLeasesNoCache) {
     start({"--attr-lease-ms", "0"});

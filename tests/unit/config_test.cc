@@ -173,6 +173,12 @@ TEST(Config, RefusesBadValues) {
     EXPECT_EQ(parse({"--bogus"}).status().code(), Code::invalid);
     EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--nice", "-21"}).find("nice must be -20 to 19"), std::string::npos);
     EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--nice", "20"}).find("nice must be -20 to 19"), std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--attr-lease-ms", "20001"}).find("attr-lease-ms must be 0 to 20000"),
+              std::string::npos);
+    EXPECT_NE(msg({"--data-dir", "/d", "--daemons", "a:1", "--attr-lease-ms", "-1"}).find("attr-lease-ms"), std::string::npos);
+    auto ok = parse({"--data-dir", "/d", "--daemons", "a:1", "--attr-lease-ms", "0"});
+    ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+    EXPECT_EQ(ok->attr_lease.count(), 0);
 }
 
 TEST(Config, NiceRunsTheDaemonAheadOfTheJobByDefault) {
