@@ -50,6 +50,8 @@ void AttrCache::put(uint64_t parent, const std::string& name, const proto::Attr&
                     const transport::Endpoint& granted_on, uint64_t epoch) {
     std::string k = key(parent, name);
     std::lock_guard lock(mu_);
+    // Given back at disconnect even when not kept: the daemon holds it for this client.
+    if (std::find(granters_.begin(), granters_.end(), granted_on) == granters_.end()) granters_.push_back(granted_on);
     if (epoch != epoch_) return; // a recall came meanwhile: this answer may be one it covered
     if (entries_.size() >= kMaxEntries) {
         entries_.clear();
@@ -57,7 +59,6 @@ void AttrCache::put(uint64_t parent, const std::string& name, const proto::Attr&
     }
     auto it = entries_.find(k);
     if (it != entries_.end()) erase_locked(it);
-    if (std::find(granters_.begin(), granters_.end(), granted_on) == granters_.end()) granters_.push_back(granted_on);
     by_ino_[attr.ino].push_back(k);
     entries_.emplace(std::move(k), Entry{attr, until, granted_on});
 }

@@ -227,13 +227,21 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
     return cur;
 }
 
+bool Client::leases_refused(const Status& s) {
+    // A daemon of an older version does not know the leased requests: ask it the old way.
+    if (s.code() != Code::unsupported || s.message().find("unknown opcode") == std::string::npos) return false;
+    leases_off_ = true;
+    return true;
+}
+
 Result<proto::Attr> Client::lookup_entry(uint64_t dir, const std::string& name) {
-    if (!attr_cache_) return meta_call<proto::Lookup>(*io_, dir, proto::NameRequest{cred_, dir, name});
+    if (!attr_cache_ || leases_off_) return meta_call<proto::Lookup>(*io_, dir, proto::NameRequest{cred_, dir, name});
     if (auto a = attr_cache_->get(dir, name)) return *a;
     const uint64_t epoch = attr_cache_->epoch();
     const auto sent = std::chrono::steady_clock::now(); // the lease counts from before the daemon's
     transport::Endpoint via;
     auto r = meta_call<proto::LookupLeased>(*io_, dir, proto::NameRequest{cred_, dir, name}, &via);
+    if (!r.ok() && leases_refused(r.status())) return lookup_entry(dir, name);
     if (!r.ok()) return r.status();
     if (r->lease_ms)
         attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);
@@ -582,11 +590,12 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
         a = in_parent(path, [&](uint64_t dir, const std::string& name) -> Result<proto::Attr> {
             req.parent = dir;
             req.name = name;
-            if (!attr_cache_) return meta_call<proto::Create>(*io_, dir, req);
+            if (!attr_cache_ || leases_off_) return meta_call<proto::Create>(*io_, dir, req);
             const uint64_t epoch = attr_cache_->epoch();
             const auto sent = std::chrono::steady_clock::now();
             transport::Endpoint via;
             auto r = meta_call<proto::CreateLeased>(*io_, dir, req, &via);
+            if (!r.ok() && leases_refused(r.status())) return meta_call<proto::Create>(*io_, dir, req);
             if (!r.ok()) return r.status();
             if (r->lease_ms)
                 attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);

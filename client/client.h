@@ -193,6 +193,8 @@ private:
     // Looks `name` up in directory dir: from the attribute cache, else with a leased lookup
     // whose answer is kept (a plain Lookup when the cache is off).
     Result<proto::Attr> lookup_entry(uint64_t dir, const std::string& name);
+    // True (and leases off from now on) when s says the daemon does not know leased requests.
+    bool leases_refused(const Status& s);
     // open(), and create() when init is given.
     Result<std::unique_ptr<File>> open_or_create(const std::string& path, int flags, uint32_t mode,
                                                  const Layout& layout, const NewFile* init);
@@ -226,6 +228,7 @@ private:
     std::chrono::milliseconds dir_cache_ttl_{1000};
 
     std::shared_ptr<AttrCache> attr_cache_; // null when ClientOptions::attr_cache is off
+    std::atomic<bool> leases_off_{false};   // the daemons do not grant leases (older version)
     std::unique_ptr<transport::Worker> worker_;
     std::vector<transport::Endpoint> eps_;
     std::unique_ptr<FileIO> io_;

@@ -1,10 +1,10 @@
 // attr_leases.cc: see attr_leases.h.
 #include "server/attr_leases.h"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include <algorithm>
+#include <deque>
+#include <cstring>
+#include <utility>
 
 #include "daemon_protocol.h"
 #include "log.h"
@@ -21,12 +21,10 @@ constexpr size_t kMaxChanged = 1 << 16;
 constexpr std::chrono::milliseconds kMinRecallTimeout{50};
 } // namespace
 
-// One request's notes, in the thread that runs it.
+// A thread's open frames, innermost last. frames[0] holds changes made outside any request
+// (sent at the next begin_op on this thread).
 struct AttrLeases::Notes {
-    const AttrLeases* owner = nullptr;
-    std::vector<std::pair<uint64_t, uint64_t>> changed; // (ino, sequence) changed by this request
-    std::vector<Recall> recalls;                        // holders taken off what it changed
-    Clock::time_point wait_until{};                     // a shard's failover grace
+    std::vector<Frame> frames = std::vector<Frame>(1);
 };
 
 AttrLeases::AttrLeases(std::chrono::milliseconds lease, boost::asio::thread_pool& timers)
@@ -35,15 +33,33 @@ AttrLeases::AttrLeases(std::chrono::milliseconds lease, boost::asio::thread_pool
 AttrLeases::~AttrLeases() = default;
 
 AttrLeases::Notes& AttrLeases::notes() const {
-    thread_local Notes n;
-    if (n.owner != this) {
-        n = Notes{};
-        n.owner = this;
-    }
-    return n;
+    // Per table: in tests several daemons' tables may share a thread.
+    thread_local std::deque<std::pair<const AttrLeases*, Notes>> all; // stable references
+    for (auto& [owner, n] : all)
+        if (owner == this) return n;
+    all.emplace_back(this, Notes{});
+    return all.back().second;
 }
 
-void AttrLeases::revoke_locked(uint64_t ino, Lease& l, Notes& n) {
+AttrLeases::Frame& AttrLeases::top() const { return notes().frames.back(); }
+
+AttrLeases::Frame AttrLeases::take_top() {
+    Notes& n = notes();
+    if (n.frames.size() > 1) {
+        Frame f = std::move(n.frames.back());
+        n.frames.pop_back();
+        return f;
+    }
+    return std::exchange(n.frames[0], Frame{});
+}
+
+std::string AttrLeases::name_key(uint64_t parent, const std::string& name) {
+    std::string k(sizeof parent, '\0');
+    std::memcpy(k.data(), &parent, sizeof parent);
+    return k + name;
+}
+
+void AttrLeases::revoke_locked(uint64_t ino, Lease& l, Frame& f) {
     const auto now = Clock::now();
     std::vector<Holder> live;
     for (auto& h : l.holders)
@@ -51,39 +67,19 @@ void AttrLeases::revoke_locked(uint64_t ino, Lease& l, Notes& n) {
     l.holders.clear();
     if (live.empty()) return;
     ++l.busy;
-    n.recalls.push_back(Recall{ino, std::move(live)});
-}
-
-void AttrLeases::note_change(uint64_t ino) {
-    std::lock_guard lock(mu_);
-    Notes& n = notes();
-    const uint64_t s = ++seq_;
-    if (changed_.size() >= kMaxChanged) {
-        changed_.clear();
-        floor_ = s;
+    for (const Entry& e : l.entries) {
+        ++busy_names_[name_key(e.parent, e.name)];
+        ++busy_dirs_[e.parent];
     }
-    changed_[ino] = s;
-    n.changed.emplace_back(ino, s);
-    auto it = leases_.find(ino);
-    if (it != leases_.end()) {
-        revoke_locked(ino, it->second, n);
-        if (it->second.busy == 0 && it->second.holders.empty()) leases_.erase(it);
-    }
-    auto g = grace_.find(shard_of(ino));
-    if (g != grace_.end()) {
-        if (g->second > Clock::now())
-            n.wait_until = std::max(n.wait_until, g->second);
-        else
-            grace_.erase(g);
-    }
+    f.recalls.push_back(Recall{ino, std::move(live), l.entries});
 }
 
 template <class Pred>
-void AttrLeases::revoke_where_locked(Pred pred, Notes& n) {
+void AttrLeases::revoke_where_locked(Pred pred, Frame& f) {
     for (auto it = leases_.begin(); it != leases_.end();) {
         if (pred(it->first, it->second)) {
             changed_[it->first] = ++seq_;
-            revoke_locked(it->first, it->second, n);
+            revoke_locked(it->first, it->second, f);
             if (it->second.busy == 0 && it->second.holders.empty()) {
                 it = leases_.erase(it);
                 continue;
@@ -93,15 +89,58 @@ void AttrLeases::revoke_where_locked(Pred pred, Notes& n) {
     }
 }
 
+void AttrLeases::note_change(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    Frame& f = top();
+    const uint64_t s = ++seq_;
+    if (changed_.size() >= kMaxChanged) {
+        changed_.clear();
+        floor_ = s;
+    }
+    changed_[ino] = s;
+    f.changed.emplace_back(ino, s);
+    auto it = leases_.find(ino);
+    if (it != leases_.end()) {
+        Lease& l = it->second;
+        // A recall of it another request began is still out: this change waits for it too
+        // (its holders still show what was before both). Not for this request's own recall.
+        const bool own = std::any_of(f.recalls.begin(), f.recalls.end(), [&](const Recall& r) { return r.ino == ino; });
+        if (l.busy > 0 && !own && std::find(f.joins.begin(), f.joins.end(), ino) == f.joins.end()) f.joins.push_back(ino);
+        revoke_locked(ino, l, f);
+        if (l.busy == 0 && l.holders.empty()) leases_.erase(it);
+    }
+    auto g = grace_.find(shard_of(ino));
+    if (g != grace_.end()) {
+        if (g->second > Clock::now())
+            f.wait_until = std::max(f.wait_until, g->second);
+        else
+            grace_.erase(g);
+    }
+}
+
 void AttrLeases::note_dir_access(uint64_t dir) {
     std::lock_guard lock(mu_);
-    revoke_where_locked([dir](uint64_t, const Lease& l) { return l.parent == dir; }, notes());
+    const uint64_t s = ++seq_;
+    if (access_changed_.size() >= kMaxChanged) {
+        access_changed_.clear();
+        floor_ = s;
+    }
+    access_changed_[dir] = s;
+    revoke_where_locked(
+        [dir](uint64_t, const Lease& l) {
+            return std::any_of(l.entries.begin(), l.entries.end(), [dir](const Entry& e) { return e.parent == dir; });
+        },
+        top());
 }
 
 void AttrLeases::begin_op() {
     Notes& n = notes();
-    if (!n.recalls.empty() || n.wait_until > Clock::now()) settle(nullptr);
-    n.changed.clear();
+    if (n.frames.size() == 1) {
+        // Changes noted outside any request: recalled now, with nobody waiting to reply.
+        Frame loose = std::exchange(n.frames[0], Frame{});
+        if (!loose.empty()) recall(std::move(loose), nullptr);
+    }
+    n.frames.emplace_back();
 }
 
 uint64_t AttrLeases::snapshot() const {
@@ -110,8 +149,8 @@ uint64_t AttrLeases::snapshot() const {
 }
 
 uint64_t AttrLeases::own_change(uint64_t ino) const {
-    const Notes& n = notes();
-    for (auto it = n.changed.rbegin(); it != n.changed.rend(); ++it)
+    const Frame& f = top();
+    for (auto it = f.changed.rbegin(); it != f.changed.rend(); ++it)
         if (it->first == ino) return it->second;
     return 0;
 }
@@ -126,20 +165,25 @@ void AttrLeases::prune_locked(Clock::time_point now) {
     }
 }
 
-uint32_t AttrLeases::grant(uint64_t ino, uint64_t parent, const transport::Endpoint& holder, uint64_t since) {
+uint32_t AttrLeases::grant(uint64_t ino, uint64_t parent, const std::string& name, const transport::Endpoint& holder,
+                           uint64_t since) {
     const int64_t ms = lease_ms_.load();
     if (ms <= 0 || !holder.valid()) return 0;
     const auto now = Clock::now();
     std::lock_guard lock(mu_);
-    if (since < floor_) return 0;
+    if (since < floor_ || stopping_) return 0;
     auto c = changed_.find(ino);
     if (c != changed_.end() && c->second > since) return 0;
+    auto d = access_changed_.find(parent);
+    if (d != access_changed_.end() && d->second > since) return 0; // the lookup's check may be stale
     auto g = grace_.find(shard_of(ino));
     if (g != grace_.end() && g->second > now) return 0; // another daemon's holders may still hold it
     prune_locked(now);
+    auto existing = leases_.find(ino);
+    if (existing != leases_.end() && existing->second.busy) return 0;
     Lease& l = leases_[ino];
-    if (l.busy) return 0;
-    l.parent = parent;
+    Entry e{parent, name};
+    if (std::find(l.entries.begin(), l.entries.end(), e) == l.entries.end()) l.entries.push_back(std::move(e));
     const auto until = now + std::chrono::milliseconds(ms);
     auto h = std::find_if(l.holders.begin(), l.holders.end(), [&](const Holder& x) { return x.ep == holder; });
     if (h != l.holders.end())
@@ -150,53 +194,108 @@ uint32_t AttrLeases::grant(uint64_t ino, uint64_t parent, const transport::Endpo
     return static_cast<uint32_t>(ms);
 }
 
-bool AttrLeases::busy(uint64_t ino) const {
-    std::lock_guard lock(mu_);
-    auto it = leases_.find(ino);
-    return it != leases_.end() && it->second.busy > 0;
+bool AttrLeases::must_settle() const { return !top().empty(); }
+
+AttrLeases::Clock::time_point AttrLeases::grace_of_locked(const Subject& s) const {
+    Clock::time_point end{};
+    for (uint64_t key : {s.ino, s.parent, s.dir}) {
+        if (!key) continue;
+        auto g = grace_.find(shard_of(key));
+        if (g != grace_.end()) end = std::max(end, g->second);
+    }
+    return end;
 }
 
-void AttrLeases::wait_idle(uint64_t ino) {
-    std::unique_lock lock(mu_);
-    idle_.wait_for(lock, lease() + std::chrono::seconds(1), [&] {
-        auto it = leases_.find(ino);
-        return it == leases_.end() || it->second.busy == 0;
+bool AttrLeases::idle_locked(const Subject& s) const {
+    // After a failover, what the new primary reads may be newer than what the lost one's
+    // holders show until their leases end.
+    if (grace_of_locked(s) > Clock::now()) return false;
+    if (s.ino) {
+        auto it = leases_.find(s.ino);
+        if (it != leases_.end() && it->second.busy > 0) return false;
+    }
+    if (s.parent && busy_names_.count(name_key(s.parent, s.name))) return false;
+    if (s.dir && busy_dirs_.count(s.dir)) return false;
+    return true;
+}
+
+bool AttrLeases::idle(const Subject& s) const {
+    std::lock_guard lock(mu_);
+    return idle_locked(s);
+}
+
+void AttrLeases::when_idle(Subject s, std::function<void()> done) {
+    std::shared_ptr<boost::asio::steady_timer> timer;
+    {
+        std::lock_guard lock(mu_);
+        if (idle_locked(s)) {
+            timer = nullptr;
+        } else {
+            // A grace ends by the clock, not by a recall: look again then.
+            const auto grace = grace_of_locked(s);
+            if (grace > Clock::now() && !stopping_) {
+                timer = std::make_shared<boost::asio::steady_timer>(timers_, grace);
+                timers_live_.push_back(timer);
+            }
+            waiters_.push_back(Waiter{std::move(s), std::move(done)});
+            if (!timer) return;
+        }
+    }
+    if (!timer) return done();
+    std::weak_ptr<AttrLeases> wk = weak_from_this();
+    timer->async_wait([wk, timer](const boost::system::error_code&) {
+        if (auto self = wk.lock()) self->finish({});
     });
 }
 
-bool AttrLeases::must_settle() const {
-    const Notes& n = notes();
-    return !n.recalls.empty() || n.wait_until > Clock::now();
-}
-
-void AttrLeases::finish(const std::vector<uint64_t>& inos) {
+void AttrLeases::finish(const std::vector<Recall>& recalls) {
+    std::vector<std::function<void()>> ready;
     {
         std::lock_guard lock(mu_);
-        for (uint64_t ino : inos) {
-            auto it = leases_.find(ino);
-            if (it == leases_.end()) continue;
-            if (it->second.busy > 0) --it->second.busy;
-            if (it->second.busy == 0 && it->second.holders.empty()) leases_.erase(it);
+        for (const Recall& r : recalls) {
+            auto it = leases_.find(r.ino);
+            if (it != leases_.end()) {
+                if (it->second.busy > 0) --it->second.busy;
+                if (it->second.busy == 0 && it->second.holders.empty()) leases_.erase(it);
+            }
+            for (const Entry& e : r.entries) {
+                auto n = busy_names_.find(name_key(e.parent, e.name));
+                if (n != busy_names_.end() && --n->second <= 0) busy_names_.erase(n);
+                auto d = busy_dirs_.find(e.parent);
+                if (d != busy_dirs_.end() && --d->second <= 0) busy_dirs_.erase(d);
+            }
+        }
+        for (auto it = waiters_.begin(); it != waiters_.end();) {
+            if (idle_locked(it->what)) {
+                ready.push_back(std::move(it->done));
+                it = waiters_.erase(it);
+            } else {
+                ++it;
+            }
         }
     }
-    idle_.notify_all();
+    for (auto& f : ready) f();
 }
 
-void AttrLeases::settle(std::function<void()> done) {
-    Notes& n = notes();
-    std::vector<Recall> recalls = std::move(n.recalls);
-    const Clock::time_point wait_until = n.wait_until;
-    n.recalls.clear();
-    n.changed.clear();
-    n.wait_until = {};
-    recall(std::move(recalls), wait_until, std::move(done));
+void AttrLeases::settle(std::function<void()> done) { recall(take_top(), std::move(done)); }
+
+AttrLeases::Handover AttrLeases::hand_over() {
+    Frame f = take_top();
+    return Handover{std::move(f.recalls), std::move(f.joins), f.wait_until};
 }
 
-// Sends one LeaseRecall per holder; `done` runs when all answered, or at the latest lease end
-// of those that did not, or at wait_until, whichever is last.
-void AttrLeases::recall(std::vector<Recall> recalls, Clock::time_point wait_until, std::function<void()> done) {
+void AttrLeases::take_over(Handover h) {
+    Frame& f = top();
+    for (auto& r : h.recalls) f.recalls.push_back(std::move(r));
+    for (uint64_t j : h.joins) f.joins.push_back(j);
+    f.wait_until = std::max(f.wait_until, h.wait_until);
+}
+
+// Sends one LeaseRecall per holder; `done` runs when all answered (or at the latest lease end
+// of those that did not), the recalls this frame joined ended, and wait_until passed.
+void AttrLeases::recall(Frame f, std::function<void()> done) {
     const auto now = Clock::now();
-    if (recalls.empty() && wait_until <= now) {
+    if (f.empty()) {
         if (done) done();
         return;
     }
@@ -204,11 +303,11 @@ void AttrLeases::recall(std::vector<Recall> recalls, Clock::time_point wait_unti
         std::mutex mu;
         size_t left = 0;
         Clock::time_point wait_until;
-        std::vector<uint64_t> inos;
+        std::vector<Recall> recalls; // to finish
         std::function<void()> done;
     };
     auto p = std::make_shared<Pending>();
-    p->wait_until = wait_until;
+    p->wait_until = f.wait_until;
     p->done = std::move(done);
     struct ToHolder {
         transport::Endpoint ep;
@@ -216,9 +315,8 @@ void AttrLeases::recall(std::vector<Recall> recalls, Clock::time_point wait_unti
         proto::LeaseRecallRequest req;
     };
     std::vector<ToHolder> to;
-    for (auto& r : recalls) {
-        p->inos.push_back(r.ino);
-        for (auto& h : r.holders) {
+    for (const Recall& r : f.recalls)
+        for (const Holder& h : r.holders) {
             auto t = std::find_if(to.begin(), to.end(), [&](const ToHolder& x) { return x.ep == h.ep; });
             if (t == to.end()) {
                 to.push_back(ToHolder{h.ep, h.until, {}});
@@ -227,38 +325,50 @@ void AttrLeases::recall(std::vector<Recall> recalls, Clock::time_point wait_unti
             t->until = std::max(t->until, h.until);
             t->req.inos.push_back(r.ino);
         }
-    }
+    p->recalls = std::move(f.recalls);
     std::weak_ptr<AttrLeases> wk = weak_from_this();
-    auto complete = [wk, p] {
+    auto end = [wk, p] {
+        if (auto s = wk.lock()) s->finish(p->recalls);
+        if (p->done) p->done();
+    };
+    auto complete = [wk, p, end] {
         auto self = wk.lock();
-        if (!self) return;
-        auto end = [wk, p] {
-            if (auto s = wk.lock()) s->finish(p->inos);
-            if (p->done) p->done();
-        };
-        if (p->wait_until <= Clock::now()) return end();
+        if (!self || p->wait_until <= Clock::now()) return end();
         auto timer = std::make_shared<boost::asio::steady_timer>(self->timers_, p->wait_until);
+        {
+            std::lock_guard lock(self->mu_);
+            if (self->stopping_) return end();
+            auto& live = self->timers_live_;
+            live.erase(std::remove_if(live.begin(), live.end(), [](const auto& t) { return t.expired(); }), live.end());
+            live.push_back(timer);
+        }
         timer->async_wait([timer, end](const boost::system::error_code&) { end(); });
     };
-    p->left = to.size();
+    // One count per holder called and per recall joined, and one for issuing them all.
+    p->left = to.size() + f.joins.size() + 1;
+    auto one_done = [p, complete] {
+        bool last = false;
+        {
+            std::lock_guard lock(p->mu);
+            last = --p->left == 0;
+        }
+        if (last) complete();
+    };
     {
         std::lock_guard lock(mu_);
         st_recalls_ += to.size();
     }
-    if (to.empty()) return complete();
     for (auto& t : to) {
         transport::CallOptions o;
         o.timeout = std::max(kMinRecallTimeout, std::chrono::ceil<std::chrono::milliseconds>(t.until - now));
         const auto until = t.until;
         transport::rpc::call_async<proto::LeaseRecall>(
-            t.ep, t.req, o, [wk, p, until, complete, who = t.ep.peer()](Result<proto::Empty> r, size_t) {
-                bool last = false;
-                {
-                    std::lock_guard lock(p->mu);
-                    if (!r.ok()) p->wait_until = std::max(p->wait_until, until);
-                    last = --p->left == 0;
-                }
+            t.ep, t.req, o, [wk, p, until, one_done, who = t.ep.peer()](Result<proto::Empty> r, size_t) {
                 if (!r.ok()) {
+                    {
+                        std::lock_guard lock(p->mu);
+                        p->wait_until = std::max(p->wait_until, until);
+                    }
                     JOBFS_WARN("attribute lease recall from %s failed (%s): waiting for its lease to end",
                                who.c_str(), r.status().to_string().c_str());
                     if (auto s = wk.lock()) {
@@ -266,24 +376,11 @@ void AttrLeases::recall(std::vector<Recall> recalls, Clock::time_point wait_unti
                         ++s->st_recall_failures_;
                     }
                 }
-                if (last) complete();
+                one_done();
             });
     }
-}
-
-AttrLeases::Handover AttrLeases::hand_over() {
-    Notes& n = notes();
-    Handover h{std::move(n.recalls), n.wait_until};
-    n.recalls.clear();
-    n.changed.clear();
-    n.wait_until = {};
-    return h;
-}
-
-void AttrLeases::take_over(Handover h) {
-    Notes& n = notes();
-    for (auto& r : h.recalls) n.recalls.push_back(std::move(r));
-    n.wait_until = std::max(n.wait_until, h.wait_until);
+    for (uint64_t ino : f.joins) when_idle(Subject{ino, 0, {}, 0}, one_done);
+    one_done();
 }
 
 void AttrLeases::release(const transport::Endpoint& holder) {
@@ -302,12 +399,29 @@ void AttrLeases::take_up(uint32_t shard, bool failover) {
 }
 
 void AttrLeases::give_up(uint32_t shard) {
-    Notes n;
+    Frame f;
     {
         std::lock_guard lock(mu_);
-        revoke_where_locked([shard](uint64_t ino, const Lease&) { return shard_of(ino) == shard; }, n);
+        revoke_where_locked([shard](uint64_t ino, const Lease&) { return shard_of(ino) == shard; }, f);
     }
-    recall(std::move(n.recalls), {}, nullptr);
+    recall(std::move(f), nullptr);
+}
+
+void AttrLeases::shutdown() {
+    std::vector<std::shared_ptr<boost::asio::steady_timer>> live;
+    {
+        std::lock_guard lock(mu_);
+        stopping_ = true;
+        grace_.clear();
+        busy_names_.clear(); // nobody waits for anything any more
+        busy_dirs_.clear();
+        for (auto& [ino, l] : leases_) l.busy = 0;
+        for (auto& w : timers_live_)
+            if (auto t = w.lock()) live.push_back(std::move(t));
+        timers_live_.clear();
+    }
+    for (auto& t : live) t->cancel(); // their waits end now: the requests reply
+    finish({});                          // and so do readers waiting
 }
 
 AttrLeases::Stats AttrLeases::stats() const {

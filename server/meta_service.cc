@@ -36,24 +36,40 @@ void reply_with(const ServerCall& call, const R& r) {
     }
 }
 
-// Replies with a handler's result once the holders of leases on what it changed let go
-// (attr_leases.h); at once, on this thread, when it changed nothing leased.
+// Replies with a handler's result once the holders of leases on what it changed let go, and
+// nothing its answer is about is being recalled (attr_leases.h); at once, on this thread, when
+// neither holds it up.
 template <class Rpc, class R>
-void reply_settled(AttrLeases& lz, const ServerCall& call, R r) {
-    if (!lz.must_settle()) {
-        lz.settle(nullptr); // ends the request's notes
+void reply_settled(AttrLeases& lz, const ServerCall& call, R r, AttrLeases::Subject about = {}) {
+    const bool reads = about.ino || about.parent || about.dir;
+    if (!lz.must_settle() && (!reads || lz.idle(about))) {
+        lz.settle(nullptr); // closes the request's frame
         return reply_with<Rpc>(call, r);
     }
-    lz.settle([call, r = std::move(r)] { reply_with<Rpc>(call, r); });
+    if (!reads) return lz.settle([call, r = std::move(r)] { reply_with<Rpc>(call, r); });
+    lz.settle([lz = lz.shared_from_this(), call, r = std::move(r), about = std::move(about)] {
+        lz->when_idle(about, [call, r] { reply_with<Rpc>(call, r); });
+    });
 }
 
+// What a request's answer is about, for reply_settled: nothing (a change).
+struct NoSubject {
+    template <class Req, class R>
+    AttrLeases::Subject operator()(const Req&, const R&) const {
+        return {};
+    }
+};
+
 // Posts `work` to the pool and replies with its result.
-template <class Rpc, class Work>
-void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Work work) {
-    rpc::serve<Rpc>(w, [&pool, lz, work](ServerCall call, typename Rpc::Request&& req) {
-        boost::asio::post(pool, [call, req = std::move(req), lz, work] {
+template <class Rpc, class Work, class About = NoSubject>
+void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Work work,
+                   About about = {}) {
+    rpc::serve<Rpc>(w, [&pool, lz, work, about](ServerCall call, typename Rpc::Request&& req) {
+        boost::asio::post(pool, [call, req = std::move(req), lz, work, about] {
             lz->begin_op();
-            reply_settled<Rpc>(*lz, call, work(req));
+            auto r = work(req);
+            AttrLeases::Subject s = about(req, r);
+            reply_settled<Rpc>(*lz, call, std::move(r), std::move(s));
         });
     });
 }
@@ -66,16 +82,21 @@ void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::sh
 // threads, 30,000 on the progress thread; creates 5,000 and 8,000 (bench/run meta, 3 daemons
 // here). What `now` may do there: one SQLite transaction of the shard under its lock, tried,
 // never waited for, whose commit writes the WAL but never syncs it (synchronous=NORMAL).
-template <class Rpc, class Now, class Work>
+template <class Rpc, class Now, class Work, class About = NoSubject>
 void serve_now_or_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Now now,
-                          Work work) {
-    rpc::serve<Rpc>(w, [&pool, lz, now, work](ServerCall call, typename Rpc::Request&& req) {
+                          Work work, About about = {}) {
+    rpc::serve<Rpc>(w, [&pool, lz, now, work, about](ServerCall call, typename Rpc::Request&& req) {
         lz->begin_op();
-        if (auto r = now(req)) return reply_settled<Rpc>(*lz, call, std::move(*r));
-        boost::asio::post(pool, [call, req = std::move(req), lz, work, carried = lz->hand_over()]() mutable {
+        if (auto r = now(req)) {
+            AttrLeases::Subject s = about(req, *r);
+            return reply_settled<Rpc>(*lz, call, std::move(*r), std::move(s));
+        }
+        boost::asio::post(pool, [call, req = std::move(req), lz, work, about, carried = lz->hand_over()]() mutable {
             lz->begin_op();
             lz->take_over(std::move(carried));
-            reply_settled<Rpc>(*lz, call, work(req));
+            auto r = work(req);
+            AttrLeases::Subject s = about(req, r);
+            reply_settled<Rpc>(*lz, call, std::move(r), std::move(s));
         });
     });
 }
@@ -278,10 +299,12 @@ void MetaService::Impl::reconcile() {
                 });
             }
             e->term = t.version;
+            // Before it serves: a table past the first means the shard may have been served
+            // elsewhere, with leases this daemon does not know (attr_leases.h).
+            leases->take_up(s, t.version > 1);
             e->serving = true;
             if (replicated) JOBFS_INFO("serving metadata shard %u (chain table %llu)", s, static_cast<unsigned long long>(t.version));
             auto co = e->co;
-            leases->take_up(s, t.version > 1); // a table past the first: the shard may have been served elsewhere
             boost::asio::post(*coord_pool, [co, lz = leases] { // its intents, replicated with it
                 lz->begin_op();
                 co->resume();
@@ -360,35 +383,32 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (!a || (!a->ok() && a->status().code() == Code::cross_device)) return std::nullopt;
         return attr_out(*a);
     };
-    // A reader never answers with what an inode became while clients may still show what it
-    // was: a busy inode (its leases being recalled) is answered on the pool, once it is idle.
-    const auto idle_now = [lz](std::optional<Result<proto::Attr>> a) -> std::optional<Result<proto::Attr>> {
-        if (a && a->ok() && lz->busy((*a)->ino)) return std::nullopt;
-        return a;
-    };
-    const auto idle_then = [lz](Result<proto::Attr> a) -> Result<proto::Attr> {
-        if (a.ok()) lz->wait_idle(a->ino);
-        return a;
+    // Readers answer only once what they read is not being recalled (attr_leases.h): no
+    // client sees the new state, or that a name is gone, while another may show the old.
+    const auto about_ino = [](const proto::InoRequest& r, const auto&) { return AttrLeases::Subject{r.ino, 0, {}, 0}; };
+    const auto about_entry = [](const auto& r, const Result<proto::Attr>& a) {
+        return AttrLeases::Subject{a.ok() ? a->ino : 0, r.parent, r.name, 0};
     };
     serve_now_or_on_pool<proto::Getattr>(
         w, pool, lz,
-        [im, at_once, idle_now](const proto::InoRequest& r) -> std::optional<Result<proto::Attr>> {
+        [im, at_once](const proto::InoRequest& r) -> std::optional<Result<proto::Attr>> {
             JOBFS_SERVE(r.ino);
-            return idle_now(at_once(sh.try_getattr(r.ino)));
+            return at_once(sh.try_getattr(r.ino));
         },
-        [im, idle_then](const proto::InoRequest& r) -> Result<proto::Attr> {
+        [im](const proto::InoRequest& r) -> Result<proto::Attr> {
             JOBFS_SERVE(r.ino);
-            return idle_then(attr_out(sh.getattr(r.ino)));
-        });
-    const auto lookup_now = [im, at_once, idle_now](const proto::NameRequest& r) -> std::optional<Result<proto::Attr>> {
+            return attr_out(sh.getattr(r.ino));
+        },
+        about_ino);
+    const auto lookup_now = [im, at_once](const proto::NameRequest& r) -> std::optional<Result<proto::Attr>> {
         JOBFS_SERVE(r.parent);
-        return idle_now(at_once(sh.try_lookup(from_wire(r.cred), r.parent, r.name)));
+        return at_once(sh.try_lookup(from_wire(r.cred), r.parent, r.name));
     };
-    const auto lookup_on_pool = [im, idle_then](const proto::NameRequest& r) -> Result<proto::Attr> {
+    const auto lookup_on_pool = [im](const proto::NameRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
-        return idle_then(attr_out(co.lookup(from_wire(r.cred), r.parent, r.name)));
+        return attr_out(co.lookup(from_wire(r.cred), r.parent, r.name));
     };
-    serve_now_or_on_pool<proto::Lookup>(w, *cpool, lz, lookup_now, lookup_on_pool);
+    serve_now_or_on_pool<proto::Lookup>(w, *cpool, lz, lookup_now, lookup_on_pool, about_entry);
     const auto new_file = [](const proto::CreateRequest& r) {
         NewFile init{r.size, {}};
         for (const auto& x : r.xattrs) init.xattrs.emplace_back(x.name, x.value);
@@ -404,28 +424,30 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         return attr_out(sh.create(from_wire(r.cred), r.parent, r.name, r.mode, r.exclusive,
                                   Layout{r.chunk_size, r.stripe_count, r.replicas}, new_file(r)));
     };
-    serve_now_or_on_pool<proto::Create>(w, pool, lz, create_now, create_on_pool);
+    // A create reads its name (taken or not) and, when the file was there, the file.
+    serve_now_or_on_pool<proto::Create>(w, pool, lz, create_now, create_on_pool, about_entry);
 
     // The same with a lease on the answer (attr_leases.h), for a file or symlink whose inode
     // lives with its entry. `since`: the change sequence the answer is not older than.
-    const auto reply_leased = [lz](const ServerCall& call, Result<proto::Attr> a, uint64_t parent, uint64_t since) {
-        if (!a.ok()) return reply_settled<proto::LookupLeased>(*lz, call, a.status());
+    const auto reply_leased = [lz](const ServerCall& call, Result<proto::Attr> a, const auto& r, uint64_t since) {
+        AttrLeases::Subject about{a.ok() ? a->ino : 0, r.parent, r.name, 0};
+        if (!a.ok()) return reply_settled<proto::LookupLeased>(*lz, call, a.status(), std::move(about));
         proto::LeasedAttr out{std::move(*a), 0};
-        if ((out.attr.type == 1 || out.attr.type == 3) && proto::shard_of(out.attr.ino) == proto::shard_of(parent))
-            out.lease_ms = lz->grant(out.attr.ino, parent, call.connection(), since);
-        reply_settled<proto::LookupLeased>(*lz, call, Result<proto::LeasedAttr>(std::move(out)));
+        if ((out.attr.type == 1 || out.attr.type == 3) && proto::shard_of(out.attr.ino) == proto::shard_of(r.parent))
+            out.lease_ms = lz->grant(out.attr.ino, r.parent, r.name, call.connection(), since);
+        reply_settled<proto::LookupLeased>(*lz, call, Result<proto::LeasedAttr>(std::move(out)), std::move(about));
     };
     rpc::serve<proto::LookupLeased>(w, [lz, cpool, lookup_now, lookup_on_pool, reply_leased](ServerCall call,
                                                                                             proto::NameRequest&& r) {
         lz->begin_op();
         const uint64_t since = lz->snapshot();
-        if (auto a = lookup_now(r)) return reply_leased(call, std::move(*a), r.parent, since);
+        if (auto a = lookup_now(r)) return reply_leased(call, std::move(*a), r, since);
         boost::asio::post(*cpool, [lz, call, r = std::move(r), lookup_on_pool, reply_leased,
                                    carried = lz->hand_over()]() mutable {
             lz->begin_op();
             lz->take_over(std::move(carried));
             const uint64_t since = lz->snapshot();
-            reply_leased(call, lookup_on_pool(r), r.parent, since);
+            reply_leased(call, lookup_on_pool(r), r, since);
         });
     });
     rpc::serve<proto::LeaseRelease>(w, [lz](ServerCall call, proto::Empty&&) {
@@ -442,7 +464,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         const uint64_t before = lz->snapshot();
         if (auto a = create_now(r)) {
             const uint64_t since = since_create(*a, before);
-            return reply_leased(call, std::move(*a), r.parent, since);
+            return reply_leased(call, std::move(*a), r, since);
         }
         boost::asio::post(im->pool, [lz, call, r = std::move(r), create_on_pool, reply_leased, since_create,
                                      carried = lz->hand_over()]() mutable {
@@ -451,7 +473,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             const uint64_t before = lz->snapshot();
             auto a = create_on_pool(r);
             const uint64_t since = since_create(a, before);
-            reply_leased(call, std::move(a), r.parent, since);
+            reply_leased(call, std::move(a), r, since);
         });
     });
     serve_on_pool<proto::Mkdir>(w, *cpool, lz, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
@@ -548,15 +570,18 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         }
         return out;
     });
-    serve_on_pool<proto::Readdir>(w, pool, lz, [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
-        JOBFS_SERVE(r.ino);
-        auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);
-        if (!d.ok()) return d.status();
-        proto::ReaddirResponse out;
-        out.more = d->more;
-        for (auto& e : d->entries) out.entries.push_back(proto::DirEntry{e.name, e.ino, static_cast<uint8_t>(e.type)});
-        return out;
-    });
+    serve_on_pool<proto::Readdir>(
+        w, pool, lz,
+        [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
+            JOBFS_SERVE(r.ino);
+            auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);
+            if (!d.ok()) return d.status();
+            proto::ReaddirResponse out;
+            out.more = d->more;
+            for (auto& e : d->entries) out.entries.push_back(proto::DirEntry{e.name, e.ino, static_cast<uint8_t>(e.type)});
+            return out;
+        },
+        [](const proto::ReaddirRequest& r, const auto&) { return AttrLeases::Subject{0, 0, {}, r.ino}; });
     serve_on_pool<proto::Setattr>(w, pool, lz, [im](const proto::SetattrRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         SetAttr set;
@@ -691,8 +716,6 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         call.receive_bulk(*image, [im, apool, call, r, image](Status got) {
             if (!got.ok()) return call.reply(got);
             boost::asio::post(*apool, [im, call, r, image] {
-                // Leases this daemon granted while it served the shard were given up with it.
-                im->leases->begin_op();
                 Entry* e = im->find(r.shard);
                 if (!e) return call.reply(Status(Code::invalid, "no copy of metadata shard " + std::to_string(r.shard) + " here"));
                 const Position at{r.term, r.seq};
@@ -721,6 +744,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
 MetaService::~MetaService() { stop(); }
 
 void MetaService::stop() {
+    impl_->leases->shutdown(); // waits for leases to run out end: their requests reply
     impl_->coord_pool->join();
     impl_->apply_pool->join();
 }

@@ -2,7 +2,7 @@
 //
 //   lease_holder CLUSTER_FILE PATH
 //
-// Connects, stats PATH and prints "mode OOOO" (or "error CODE"); then, at each SIGUSR1, stats
+// Connects, stats PATH and prints "mode OOOO size N" (or "error CODE"); then, at each SIGUSR1, stats
 // it again and prints the same. The test stops and continues it (SIGSTOP, SIGCONT) to play a
 // client that holds a lease and does not answer its recall.
 #include <signal.h>
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     for (;;) {
         auto a = (*c)->stat(argv[2]);
         if (a.ok())
-            std::printf("mode %04o\n", a->mode & 07777);
+            std::printf("mode %04o size %llu\n", a->mode & 07777, static_cast<unsigned long long>(a->size));
         else
             std::printf("error %s\n", std::string(code_name(a.status().code())).c_str());
         std::fflush(stdout);
