@@ -157,15 +157,20 @@ changed_upload() { # NAME SIZE_MIB OPTIONS...
   what=$1 mib=$2; shift 2
   mkdir -p "$tmp/chg-$what"
   head -c $((mib << 20)) /dev/urandom > "$tmp/chg-$what/f"
+  # Each run its own, absent, stderr file: the previous run's "pausing" line, read before this
+  # stager's redirection truncated the file, made the loop below end at once, and the file
+  # was rewritten before its digest (the multipart case then passed its upload: seen in CI).
+  err="$tmp/chg-$what.err"
+  rm -f "$err"
   JOBFS_STAGE_TEST_PAUSE_AFTER_DIGEST_MS=1500 "$J" stage-out "$tmp/chg-$what" "s3://bkt/chg-$what/" --parallel 1 \
-    --progress none "$@" > "$tmp/chg.out" 2> "$tmp/chg.err" &
+    --progress none "$@" > "$tmp/chg.out" 2> "$err" &
   stager=$!
   n=0
-  while ! grep -q 'digested .* pausing' "$tmp/chg.err" 2>/dev/null && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+  while ! grep -q 'digested .* pausing' "$err" 2>/dev/null && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
   dd if=/dev/urandom of="$tmp/chg-$what/f" bs=1M count=1 conv=notrunc status=none
   wait $stager
   check "$what changed after its digest: exit 1" test $? -eq 1
-  check "$what changed after its digest: the message says the bytes differ" grep -q "chg-$what/f failed: .*is not the MD5 of the bytes sent" "$tmp/chg.err"
+  check "$what changed after its digest: the message says the bytes differ" grep -q "chg-$what/f failed: .*is not the MD5 of the bytes sent" "$err"
   check "$what changed after its digest: no object under the name (404)" test "$(http_status "http://127.0.0.1:$port/bkt/chg-$what/f")" = 404
 }
 changed_upload one-put 8
