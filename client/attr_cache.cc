@@ -77,13 +77,6 @@ void AttrCache::recall(const std::vector<uint64_t>& inos) {
     }
 }
 
-void AttrCache::clear() {
-    std::lock_guard lock(mu_);
-    ++epoch_;
-    entries_.clear();
-    by_ino_.clear();
-}
-
 std::vector<transport::Endpoint> AttrCache::clear_for_release() {
     std::lock_guard lock(mu_);
     ++epoch_;

@@ -43,7 +43,6 @@ public:
              const transport::Endpoint& granted_on, uint64_t epoch);
     // The daemon's LeaseRecall: forgets these inodes.
     void recall(const std::vector<uint64_t>& inos);
-    void clear();
     // Forgets everything and returns the connections leases were granted on (each once), to
     // release them (LeaseRelease) before disconnecting.
     std::vector<transport::Endpoint> clear_for_release();
