@@ -453,7 +453,8 @@ crash_stage_failed() { # n1 and n3: slurmd's log and the user's note name n2 as 
   local k note
   for k in 1 3; do
     note=$D/tmp/n$k/jobfs-data/job-$cjob.stage-out-failed
-    has "$D/log/slurmd-n$k.log" "job $cjob: stage-out failed: stage-out: node n2 of the job is down (its share was not copied); the job's data stays in /tmp/jobfs-data/job-$cjob on node n$k" || return 1
+    grep -q "job $cjob: stage-out failed: stage-out: node n2 of the job is down (its share was not copied); the job's data stays in /tmp/jobfs-data/job-$cjob on node n$k" "$D/log/slurmd-n$k.log" ||
+      { echo "# n$k's slurmd.log on job $cjob:"; grep "job $cjob\|JobId=$cjob" "$D/log/slurmd-n$k.log" | tail -n 25 | sed 's/^/#   /'; return 1; }
     has "$note" "stage-out failed, nothing was thrown away: stage-out: node n2 of the job is down" || return 1
     [ "$(stat -c '%U %a' "$note")" = "$UA 600" ] || { echo "# $note: $(stat -c '%U %a' "$note")"; return 1; }
   done
@@ -479,6 +480,9 @@ crash_not_claimed() {
 }
 check "node failure: no object claims n2's share (no manifest of rank 1, none of its keys)" crash_not_claimed
 echo "# node failure: in s3://crashbkt/crash/: $(ls -A "$D/s3/crashbkt/crash" 2>/dev/null | sed 's/._S3rver_.*//' | sort -u | tr '\n' ' ')"
+for k in 1 3; do # (how each survivor's epilog went, for a run that fails differently some day)
+  grep "spank_jobfs: job $cjob" "$D/log/slurmd-n$k.log" | sed "s/^/# node failure: n$k: /" | tail -n 12
+done
 s3rver_stop
 # What an administrator does with the kept data once it is dealt with (n2's own stays: its
 # next prolog finds it below).
