@@ -2,17 +2,9 @@
 #include "client/attr_cache.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 namespace jobfs::client {
-
-std::string AttrCache::key(uint64_t parent, const std::string& name) {
-    std::string k(sizeof parent, '\0');
-    std::memcpy(k.data(), &parent, sizeof parent);
-    k += name;
-    return k;
-}
 
 uint64_t AttrCache::epoch() const {
     std::lock_guard lock(mu_);
@@ -30,7 +22,7 @@ void AttrCache::erase_locked(std::unordered_map<std::string, Entry>::iterator it
 }
 
 std::optional<proto::Attr> AttrCache::get(uint64_t parent, const std::string& name) {
-    const std::string k = key(parent, name);
+    const std::string k = proto::entry_key(parent, name);
     std::lock_guard lock(mu_);
     auto it = entries_.find(k);
     if (it == entries_.end()) {
@@ -48,7 +40,7 @@ std::optional<proto::Attr> AttrCache::get(uint64_t parent, const std::string& na
 
 void AttrCache::put(uint64_t parent, const std::string& name, const proto::Attr& attr, Clock::time_point until,
                     const transport::Endpoint& granted_on, uint64_t epoch) {
-    std::string k = key(parent, name);
+    std::string k = proto::entry_key(parent, name);
     std::lock_guard lock(mu_);
     // Given back at disconnect even when not kept: the daemon holds it for this client.
     if (std::find(granters_.begin(), granters_.end(), granted_on) == granters_.end()) granters_.push_back(granted_on);

@@ -58,7 +58,6 @@ private:
         Clock::time_point until;
         transport::Endpoint granted_on;
     };
-    static std::string key(uint64_t parent, const std::string& name);
     void erase_locked(std::unordered_map<std::string, Entry>::iterator it);
 
     mutable std::mutex mu_;

@@ -234,18 +234,24 @@ bool Client::leases_refused(const Status& s) {
     return true;
 }
 
-Result<proto::Attr> Client::lookup_entry(uint64_t dir, const std::string& name) {
-    if (!attr_cache_ || leases_off_) return meta_call<proto::Lookup>(*io_, dir, proto::NameRequest{cred_, dir, name});
-    if (auto a = attr_cache_->get(dir, name)) return *a;
+template <class Leased, class Plain>
+Result<proto::Attr> Client::leased_call(uint64_t dir, const std::string& name, const typename Plain::Request& req) {
+    if (!attr_cache_ || leases_off_) return meta_call<Plain>(*io_, dir, req);
     const uint64_t epoch = attr_cache_->epoch();
     const auto sent = std::chrono::steady_clock::now(); // the lease counts from before the daemon's
     transport::Endpoint via;
-    auto r = meta_call<proto::LookupLeased>(*io_, dir, proto::NameRequest{cred_, dir, name}, &via);
-    if (!r.ok() && leases_refused(r.status())) return lookup_entry(dir, name);
+    auto r = meta_call<Leased>(*io_, dir, req, &via);
+    if (!r.ok() && leases_refused(r.status())) return meta_call<Plain>(*io_, dir, req);
     if (!r.ok()) return r.status();
     if (r->lease_ms)
         attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);
     return std::move(r->attr);
+}
+
+Result<proto::Attr> Client::lookup_entry(uint64_t dir, const std::string& name) {
+    if (attr_cache_ && !leases_off_)
+        if (auto a = attr_cache_->get(dir, name)) return *a;
+    return leased_call<proto::LookupLeased, proto::Lookup>(dir, name, proto::NameRequest{cred_, dir, name});
 }
 
 Result<std::pair<uint64_t, std::string>> Client::parent_of(const std::string& path, bool* cached, bool use_cache) {
@@ -590,16 +596,7 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
         a = in_parent(path, [&](uint64_t dir, const std::string& name) -> Result<proto::Attr> {
             req.parent = dir;
             req.name = name;
-            if (!attr_cache_ || leases_off_) return meta_call<proto::Create>(*io_, dir, req);
-            const uint64_t epoch = attr_cache_->epoch();
-            const auto sent = std::chrono::steady_clock::now();
-            transport::Endpoint via;
-            auto r = meta_call<proto::CreateLeased>(*io_, dir, req, &via);
-            if (!r.ok() && leases_refused(r.status())) return meta_call<proto::Create>(*io_, dir, req);
-            if (!r.ok()) return r.status();
-            if (r->lease_ms)
-                attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);
-            return std::move(r->attr);
+            return leased_call<proto::CreateLeased, proto::Create>(dir, name, req);
         });
     } else {
         a = walk(path, true);

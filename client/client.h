@@ -195,6 +195,11 @@ private:
     Result<proto::Attr> lookup_entry(uint64_t dir, const std::string& name);
     // True (and leases off from now on) when s says the daemon does not know leased requests.
     bool leases_refused(const Status& s);
+    // Sends `Leased` (LookupLeased, CreateLeased) about (dir, name) and keeps its answer in the
+    // attribute cache for the lease granted; `Plain` (Lookup, Create) when the cache is off or
+    // the daemon does not know leases.
+    template <class Leased, class Plain>
+    Result<proto::Attr> leased_call(uint64_t dir, const std::string& name, const typename Plain::Request& req);
     // open(), and create() when init is given.
     Result<std::unique_ptr<File>> open_or_create(const std::string& path, int flags, uint32_t mode,
                                                  const Layout& layout, const NewFile* init);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <cstring>
 #include <utility>
 
 #include "daemon_protocol.h"
@@ -53,12 +52,6 @@ AttrLeases::Frame AttrLeases::take_top() {
     return std::exchange(n.frames[0], Frame{});
 }
 
-std::string AttrLeases::name_key(uint64_t parent, const std::string& name) {
-    std::string k(sizeof parent, '\0');
-    std::memcpy(k.data(), &parent, sizeof parent);
-    return k + name;
-}
-
 void AttrLeases::revoke_locked(uint64_t ino, Lease& l, Frame& f) {
     const auto now = Clock::now();
     std::vector<Holder> live;
@@ -68,7 +61,7 @@ void AttrLeases::revoke_locked(uint64_t ino, Lease& l, Frame& f) {
     if (live.empty()) return;
     ++l.busy;
     for (const Entry& e : l.entries) {
-        ++busy_names_[name_key(e.parent, e.name)];
+        ++busy_names_[proto::entry_key(e.parent, e.name)];
         ++busy_dirs_[e.parent];
     }
     f.recalls.push_back(Recall{ino, std::move(live), l.entries});
@@ -214,7 +207,7 @@ bool AttrLeases::idle_locked(const Subject& s) const {
         auto it = leases_.find(s.ino);
         if (it != leases_.end() && it->second.busy > 0) return false;
     }
-    if (s.parent && busy_names_.count(name_key(s.parent, s.name))) return false;
+    if (s.parent && busy_names_.count(proto::entry_key(s.parent, s.name))) return false;
     if (s.dir && busy_dirs_.count(s.dir)) return false;
     return true;
 }
@@ -259,7 +252,7 @@ void AttrLeases::finish(const std::vector<Recall>& recalls) {
                 if (it->second.busy == 0 && it->second.holders.empty()) leases_.erase(it);
             }
             for (const Entry& e : r.entries) {
-                auto n = busy_names_.find(name_key(e.parent, e.name));
+                auto n = busy_names_.find(proto::entry_key(e.parent, e.name));
                 if (n != busy_names_.end() && --n->second <= 0) busy_names_.erase(n);
                 auto d = busy_dirs_.find(e.parent);
                 if (d != busy_dirs_.end() && --d->second <= 0) busy_dirs_.erase(d);

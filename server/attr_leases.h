@@ -183,13 +183,12 @@ private:
     void finish(const std::vector<Recall>& recalls);
     void recall(Frame f, std::function<void()> done);
     void prune_locked(Clock::time_point now);
-    static std::string name_key(uint64_t parent, const std::string& name);
 
     std::atomic<int64_t> lease_ms_;
     boost::asio::thread_pool& timers_;
     mutable std::mutex mu_;
     std::unordered_map<uint64_t, Lease> leases_;
-    std::unordered_map<std::string, int> busy_names_; // name_key -> recalls out
+    std::unordered_map<std::string, int> busy_names_; // proto::entry_key -> recalls out
     std::unordered_map<uint64_t, int> busy_dirs_;     // directory -> recalls out of entries in it
     std::vector<Waiter> waiters_;
     // The sequence of each inode's last change, and of each directory's last mode or owner

@@ -82,23 +82,33 @@ void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::sh
 // threads, 30,000 on the progress thread; creates 5,000 and 8,000 (bench/run meta, 3 daemons
 // here). What `now` may do there: one SQLite transaction of the shard under its lock, tried,
 // never waited for, whose commit writes the WAL but never syncs it (synchronous=NORMAL).
+//
+// `finish(call, request, result, since)` replies; `since` is the lease sequence taken before the
+// work (AttrLeases::snapshot, for a grant), when kSnapshot asks for it, else 0.
+template <class Rpc, bool kSnapshot, class Now, class Work, class Finish>
+void serve_now_or_on_pool_then(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz,
+                               Now now, Work work, Finish finish) {
+    rpc::serve<Rpc>(w, [&pool, lz, now, work, finish](ServerCall call, typename Rpc::Request&& req) {
+        lz->begin_op();
+        const uint64_t since = kSnapshot ? lz->snapshot() : 0;
+        if (auto r = now(req)) return finish(call, req, std::move(*r), since);
+        boost::asio::post(pool, [call, req = std::move(req), lz, work, finish, carried = lz->hand_over()]() mutable {
+            lz->begin_op();
+            lz->take_over(std::move(carried));
+            const uint64_t since = kSnapshot ? lz->snapshot() : 0;
+            finish(call, req, work(req), since);
+        });
+    });
+}
+
 template <class Rpc, class Now, class Work, class About = NoSubject>
 void serve_now_or_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Now now,
                           Work work, About about = {}) {
-    rpc::serve<Rpc>(w, [&pool, lz, now, work, about](ServerCall call, typename Rpc::Request&& req) {
-        lz->begin_op();
-        if (auto r = now(req)) {
-            AttrLeases::Subject s = about(req, *r);
-            return reply_settled<Rpc>(*lz, call, std::move(*r), std::move(s));
-        }
-        boost::asio::post(pool, [call, req = std::move(req), lz, work, about, carried = lz->hand_over()]() mutable {
-            lz->begin_op();
-            lz->take_over(std::move(carried));
-            auto r = work(req);
+    serve_now_or_on_pool_then<Rpc, false>(
+        w, pool, lz, now, work, [lz, about](const ServerCall& call, const auto& req, auto r, uint64_t) {
             AttrLeases::Subject s = about(req, r);
             reply_settled<Rpc>(*lz, call, std::move(r), std::move(s));
         });
-    });
 }
 
 template <class T>
@@ -437,45 +447,22 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             out.lease_ms = lz->grant(out.attr.ino, r.parent, r.name, call.connection(), since);
         reply_settled<proto::LookupLeased>(*lz, call, Result<proto::LeasedAttr>(std::move(out)), std::move(about));
     };
-    rpc::serve<proto::LookupLeased>(w, [lz, cpool, lookup_now, lookup_on_pool, reply_leased](ServerCall call,
-                                                                                            proto::NameRequest&& r) {
-        lz->begin_op();
-        const uint64_t since = lz->snapshot();
-        if (auto a = lookup_now(r)) return reply_leased(call, std::move(*a), r, since);
-        boost::asio::post(*cpool, [lz, call, r = std::move(r), lookup_on_pool, reply_leased,
-                                   carried = lz->hand_over()]() mutable {
-            lz->begin_op();
-            lz->take_over(std::move(carried));
-            const uint64_t since = lz->snapshot();
-            reply_leased(call, lookup_on_pool(r), r, since);
+    serve_now_or_on_pool_then<proto::LookupLeased, true>(
+        w, *cpool, lz, lookup_now, lookup_on_pool,
+        [reply_leased](const ServerCall& call, const proto::NameRequest& r, Result<proto::Attr> a, uint64_t since) {
+            reply_leased(call, std::move(a), r, since);
         });
-    });
     rpc::serve<proto::LeaseRelease>(w, [lz](ServerCall call, proto::Empty&&) {
         lz->release(call.connection());
         rpc::reply<proto::LeaseRelease>(call, proto::Empty{});
     });
-    // A create's own change of the inode it made (or found) is no reason to refuse its lease.
-    const auto since_create = [lz](const Result<proto::Attr>& a, uint64_t before) {
-        return a.ok() ? std::max(before, lz->own_change(a->ino)) : before;
-    };
-    rpc::serve<proto::CreateLeased>(w, [lz, im, create_now, create_on_pool, reply_leased, since_create](
-                                           ServerCall call, proto::CreateRequest&& r) {
-        lz->begin_op();
-        const uint64_t before = lz->snapshot();
-        if (auto a = create_now(r)) {
-            const uint64_t since = since_create(*a, before);
-            return reply_leased(call, std::move(*a), r, since);
-        }
-        boost::asio::post(im->pool, [lz, call, r = std::move(r), create_on_pool, reply_leased, since_create,
-                                     carried = lz->hand_over()]() mutable {
-            lz->begin_op();
-            lz->take_over(std::move(carried));
-            const uint64_t before = lz->snapshot();
-            auto a = create_on_pool(r);
-            const uint64_t since = since_create(a, before);
+    serve_now_or_on_pool_then<proto::CreateLeased, true>(
+        w, pool, lz, create_now, create_on_pool,
+        [lz, reply_leased](const ServerCall& call, const proto::CreateRequest& r, Result<proto::Attr> a, uint64_t before) {
+            // A create's own change of the inode it made (or found) is no reason to refuse its lease.
+            const uint64_t since = a.ok() ? std::max(before, lz->own_change(a->ino)) : before;
             reply_leased(call, std::move(a), r, since);
         });
-    });
     serve_on_pool<proto::Mkdir>(w, *cpool, lz, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
         return attr_out(co.mkdir(from_wire(r.cred), r.parent, r.name, r.mode));

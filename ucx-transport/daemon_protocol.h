@@ -291,6 +291,14 @@ struct LeasedAttr {
     JOBFS_FIELDS(attr, lease_ms)
 };
 
+// A directory entry (parent, name) as one map key, for the daemon's leases and the client's
+// attribute cache alike (a lease is granted and recalled by entry as well as by inode).
+inline std::string entry_key(uint64_t parent, const std::string& name) {
+    std::string k(sizeof parent, '\0');
+    for (size_t i = 0; i < sizeof parent; ++i) k[i] = static_cast<char>(parent >> (8 * i));
+    return k + name;
+}
+
 struct LeaseRecallRequest {
     std::vector<uint64_t> inos; // forget what you keep of these inodes, then answer
     JOBFS_FIELDS(inos)
