@@ -34,6 +34,7 @@ Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, 
     table_.sync_total.assign(size, 0);
     table_.meta_replicas = std::min(std::max(options_.meta_replicas, 1u), size);
     last_seen_.assign(size, Clock::now());
+    heard_.assign(size, Clock::time_point{});
     broken_.assign(size, false);
     outstanding_.assign(size, false);
     auto* self = this;
@@ -42,7 +43,7 @@ Membership::Membership(transport::Worker& worker, uint32_t rank, uint32_t size, 
         uint64_t v;
         {
             std::lock_guard l(self->mu_);
-            if (req.rank < self->size_) self->last_seen_[req.rank] = Clock::now();
+            if (req.rank < self->size_) self->last_seen_[req.rank] = self->heard_[req.rank] = Clock::now();
             v = self->table_.version;
         }
         rpc::reply<proto::Heartbeat>(call, proto::HeartbeatResponse{v});
@@ -219,29 +220,34 @@ void Membership::loop() {
     uint64_t work = work_served();
     auto last_work = Clock::now();
     std::unique_lock l(stop_mu_);
+    bool at_rest = false;
     while (!stopping_) {
         l.unlock();
-        heartbeat_all();
+        heartbeat_all(at_rest);
         manage();
         const auto now = Clock::now();
         if (const uint64_t w = work_served(); w != work) {
             work = w;
             last_work = now;
         }
-        const auto wait = now - last_work >= kRestAfter ? rest_interval() : options_.interval;
+        at_rest = now - last_work >= kRestAfter;
+        const auto wait = at_rest ? rest_interval() : options_.interval;
         l.lock();
         stop_cv_.wait_for(l, wait, [this] { return stopping_; });
     }
 }
 
-void Membership::heartbeat_all() {
+void Membership::heartbeat_all(bool at_rest) {
     const uint64_t v = table_version();
+    const auto quiet_since = Clock::now() - rest_interval() * 3 / 2;
     for (uint32_t r = 0; r < size_; ++r) {
         if (r == rank_) continue;
         bool broken;
         {
             std::lock_guard l(mu_);
             if (outstanding_[r]) continue; // a slow peer gets no pile of heartbeats
+            // Its own heartbeat told both sides (a broken connection is still tried, below).
+            if (at_rest && r < rank_ && heard_[r] > quiet_since && !broken_[r]) continue;
             outstanding_[r] = true;
             broken = broken_[r];
         }

@@ -4,7 +4,10 @@
 // Every daemon sends a heartbeat to every peer each `interval` and notes when each answered.
 // At rest (no request but heartbeats and status queries for kRestAfter) it sends them every
 // failure_timeout / 4 instead (rest_interval()): a daemon nobody uses costs next to no CPU,
-// and a lost peer is still taken offline within failure_timeout plus that interval.
+// and a lost peer is still taken offline within failure_timeout plus that interval. At rest a
+// pair also makes one exchange, not two: the higher rank sends none to a lower one it heard a
+// heartbeat from within 1.5 rest intervals (the request and its answer tell each side that the
+// other is up and which table version it has); it sends again once that one falls silent.
 // The manager is the lowest-ranked daemon this daemon hears from (itself included), so it is
 // chosen without an election and replaced as soon as it stops answering. A daemon is lost when
 // its connection is broken (the heartbeat fails at once: the process died, the host reset the
@@ -101,7 +104,7 @@ private:
     void loop();
     uint64_t work_served() const; // requests served but heartbeats and status: moves while the daemon is used
     void reconnect_loop(); // the reconnect thread: connects afresh to peers whose connection broke
-    void heartbeat_all();
+    void heartbeat_all(bool at_rest);
     void manage();
     bool manage_locked(); // takes lost daemons offline; true if the table changed
     // A table to push and the live peers to push it to, taken under mu_; publish() sends it
@@ -134,6 +137,7 @@ private:
     mutable std::mutex mu_;
     proto::ChainTable table_;
     std::vector<std::chrono::steady_clock::time_point> last_seen_; // by rank
+    std::vector<std::chrono::steady_clock::time_point> heard_;     // by rank: its last heartbeat to us
     std::vector<bool> broken_;       // by rank: the last heartbeat failed on a broken connection
     std::vector<bool> outstanding_;  // by rank: a heartbeat is on its way (one at a time)
 

@@ -43,6 +43,10 @@ struct WorkerOptions {
     std::chrono::milliseconds call_timeout{30000};    // default deadline of a call
     std::chrono::milliseconds connect_timeout{10000}; // deadline of connect (handshake included)
     std::chrono::microseconds busy_poll{0};           // keep polling this long after activity
+    // For this long after a connection is made here, the progress thread looks every 100 ms
+    // even when no event came (UCX 1.13 does not always signal connection set-up traffic);
+    // after that every 2 s (worker.cc, next_timeout_ms).
+    std::chrono::milliseconds set_up_ticks{10000};
     // UCX reports a dead peer on an endpoint (UCP_ERR_HANDLING_MODE_PEER), so calls fail with
     // peer_gone at once. UCX 1.13 then uses only transports that detect peer failure, which
     // excludes shared memory; without it, shared memory is used between processes on one host

@@ -636,9 +636,10 @@ TEST(ReplicationSameNode, ChainForwardsGoThroughSharedMemoryAndReadBack) {
 // ---- membership at rest ----------------------------------------------------------------------
 
 // Daemons nobody uses send heartbeats every failure_timeout / 4 (here 500 ms), not every
-// heartbeat-ms (100 ms): their CPU at rest was all heartbeats. A status query leaves them at
-// rest; requests put the daemon that serves them back on the short interval. A daemon killed
-// while all are at rest is still taken offline within failure_timeout plus that interval.
+// heartbeat-ms (100 ms): their CPU at rest was all heartbeats; and a pair makes one exchange,
+// from the lower rank. A status query leaves them at rest; requests put the daemon that serves
+// them back on the short interval. The manager killed while all are at rest is still taken
+// offline within failure_timeout plus that interval.
 TEST(ReplicationMembership, DaemonsAtRestHeartbeatLessOftenAndStillTakeALostOneOffline) {
     test::TempDir dir("jobfs-repl-rest");
     auto sc = start_small(dir.path(), {"--heartbeat-ms", "100", "--failure-timeout-ms", "2000"});
@@ -653,10 +654,14 @@ TEST(ReplicationMembership, DaemonsAtRestHeartbeatLessOftenAndStillTakeALostOneO
     // At rest: the client's connection is more than 2 s (kRestAfter) old.
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     uint64_t b0 = beats(0);
+    const uint64_t b2 = beats(2);
     std::this_thread::sleep_for(window);
     const uint64_t at_rest = beats(0) - b0;
+    const uint64_t b2_at_rest = beats(2) - b2;
     EXPECT_LE(at_rest, 2u * (2000 / 500 + 1)) << "two peers every 500 ms; every 100 ms would be 40";
     EXPECT_GE(at_rest, 2u) << "daemons at rest still send heartbeats";
+    // Daemon 2 hears from 0 and 1 (lower ranks) at rest and sends them none: one exchange per pair.
+    EXPECT_LE(b2_at_rest, 1u) << "daemon 2 sent heartbeats at rest to peers whose own told both sides";
 
     // In use: the root's shard (daemon 0) answers a stat every 20 ms.
     std::atomic<bool> stop{false};
@@ -676,14 +681,15 @@ TEST(ReplicationMembership, DaemonsAtRestHeartbeatLessOftenAndStillTakeALostOneO
     std::printf("# heartbeats daemon 0 sent in 2 s: %llu at rest, %llu in use\n", static_cast<unsigned long long>(at_rest),
                 static_cast<unsigned long long>(in_use));
 
-    // All at rest again, daemon 2 is killed: offline within 2000 + 500 ms (and a second of slack).
+    // All at rest again, daemon 0 is killed: the manager, to which the others send no
+    // heartbeats while they hear its own. Offline within 2000 + 500 ms (and a second of slack).
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-    sc->cluster->kill(2);
+    sc->cluster->kill(0);
     std::this_thread::sleep_for(std::chrono::milliseconds(3500));
     auto t = cl.chain_table();
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     ASSERT_EQ(t->states.size(), 3u);
-    EXPECT_EQ(t->states[2], proto::kDaemonOffline);
+    EXPECT_EQ(t->states[0], proto::kDaemonOffline);
 }
 
 // ---- metadata shards: replicated, failed over, caught up -----------------------------------

@@ -296,6 +296,33 @@ TEST_P(TransportTest, IdleWorkersUseNoCpu) {
     EXPECT_LT(wakeups, 50u) << "idle wakeups";
 }
 
+// The 100 ms ticks of a worker with connections (for UCX's unsignalled set-up traffic) last
+// set_up_ticks after the last connection was made; then the worker wakes every 2 s. Ten
+// wake-ups a second were most of an idle daemon's CPU time.
+TEST(TransportIdle, TicksSlowDownOnceConnectionsAreSetUp) {
+    WorkerOptions o;
+    o.set_up_ticks = 300ms;
+    o.name = "server";
+    auto server = Worker::create(o);
+    ASSERT_TRUE(server.ok()) << server.status().to_string();
+    auto state = std::make_shared<TestServer>();
+    serve_test_protocol(**server, state);
+    auto port = (*server)->listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.status().to_string();
+    o.name = "client";
+    auto client = Worker::create(o);
+    ASSERT_TRUE(client.ok()) << client.status().to_string();
+    auto conn = (*client)->connect("127.0.0.1", *port);
+    ASSERT_TRUE(conn.ok()) << conn.status().to_string();
+    ASSERT_TRUE(rpc::call<Echo>(*conn, EchoRequest{"warm", 1}).ok());
+    std::this_thread::sleep_for(1s); // past set_up_ticks, and the wake-up already asleep then
+    const uint64_t wake0 = (*server)->stats().wakeups + (*client)->stats().wakeups;
+    std::this_thread::sleep_for(3s);
+    const uint64_t wakeups = (*server)->stats().wakeups + (*client)->stats().wakeups - wake0;
+    EXPECT_LE(wakeups, 6u) << "two workers at rest for 3 s; ticks every 100 ms would be 60";
+    EXPECT_TRUE(rpc::call<Echo>(*conn, EchoRequest{"still served", 2}).ok());
+}
+
 TEST_P(TransportTest, GarbageFramesDropTheConnectionNotTheServer) {
     std::mt19937_64 rng(4242);
     const uint64_t malformed0 = server->stats().malformed_frames;
