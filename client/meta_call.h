@@ -9,10 +9,12 @@
 //
 // A retried operation may have been applied by the primary that was lost (its answer was what
 // got lost): a create with O_EXCL or a mkdir may then report `exists`, an unlink or a rename
-// `not_found`, as an NFS client may after a server restart.
+// `not_found`, as an NFS client may after a server restart. An O_APPEND reservation is asked
+// again with its token and gets the same place (meta_reserve_append).
 #pragma once
 
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "client/file_io.h"
@@ -51,8 +53,13 @@ Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const t
 // The place of an O_APPEND write of `length` bytes to file ino: the file's shard extends its
 // size past max(size, at_least) by length at once (ReserveAppend) and the write goes where
 // that returns. Client::append and InodeClient::append (jobfs-fuse) both place appends so.
+// The request carries a random token, the same in every retry: a reservation the lost primary
+// made (its answer lost) is found by the new one, not made twice (a hole of zeros).
 inline Result<uint64_t> meta_reserve_append(const FileIO& io, uint64_t ino, uint64_t at_least, uint64_t length) {
-    auto r = meta_call<proto::ReserveAppend>(io, ino, proto::AppendRequest{ino, at_least, length});
+    thread_local std::mt19937_64 tokens{std::random_device{}()};
+    uint64_t token = 0;
+    while (token == 0) token = tokens();
+    auto r = meta_call<proto::ReserveAppend>(io, ino, proto::AppendRequest{ino, at_least, length, token});
     if (!r.ok()) return r.status();
     return r->size - length;
 }

@@ -588,7 +588,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     });
     serve_on_pool<proto::ReserveAppend>(w, pool, lz, [im](const proto::AppendRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
-        return attr_out(sh.reserve_append(r.ino, r.at_least, r.length));
+        return attr_out(sh.reserve_append(r.ino, r.at_least, r.length, r.token));
     });
     serve_on_pool<proto::SetLayout>(w, pool, lz, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);

@@ -39,6 +39,11 @@ constexpr int kCheckpointPages = 1000;
 // Root's parent walk and corrupt databases: never follow more parents than this.
 constexpr int kMaxDepth = 1 << 20;
 
+// Reservations remembered per file (append_tokens): a retry comes back after a failover, which
+// stops the shard's appends meanwhile, so only the appends already in flight elsewhere can come
+// between a reservation and its retry. Pruned on every 64th reservation (by token).
+constexpr int64_t kAppendTokensKept = 256;
+
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS inodes(
     ino INTEGER PRIMARY KEY, type INTEGER NOT NULL, mode INTEGER NOT NULL,
@@ -61,6 +66,14 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS removed_files(
     ino INTEGER PRIMARY KEY, chunk_size INTEGER NOT NULL, stripe_count INTEGER NOT NULL,
     replicas INTEGER NOT NULL);
+-- The places of the last O_APPEND reservations of each file, by the requester's token: a
+-- reservation asked again (its answer was lost with a primary that failed) gets the same place,
+-- not a second one (a hole of zeros in the file). Kept on every copy of the shard; about the
+-- last kAppendTokensKept per file.
+CREATE TABLE IF NOT EXISTS append_tokens(
+    ino INTEGER NOT NULL, token INTEGER NOT NULL, size INTEGER NOT NULL,
+    PRIMARY KEY(ino, token)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS append_tokens_by_size ON append_tokens(ino, size);
 -- Cross-shard operations this shard coordinates and has not finished (docs/design.md).
 -- AUTOINCREMENT: an id is never handed out twice, so peers may remember ids they applied.
 CREATE TABLE IF NOT EXISTS intents(
@@ -1092,9 +1105,19 @@ struct MetaShard::Impl {
         return a;
     }
 
-    Result<Attr> do_reserve_append(uint64_t ino, uint64_t at_least, uint64_t length) {
+    Result<Attr> do_reserve_append(uint64_t ino, uint64_t at_least, uint64_t length, uint64_t token) {
         auto a = load_regular(ino);
         if (!a.ok()) return a;
+        if (token) { // asked before: the same place (the size right after it)
+            auto st = query("SELECT size FROM append_tokens WHERE ino = ? AND token = ?", ino, int64_t(token));
+            if (!st.ok()) return st.status();
+            auto row = st->step();
+            if (!row.ok()) return row.status();
+            if (*row) {
+                a->size = uint64_t(st->i64(0));
+                return a;
+            }
+        }
         const uint64_t at = std::max(a->size, at_least);
         if (at > uint64_t(INT64_MAX) || length > uint64_t(INT64_MAX) - at) return fail(Code::too_large, "size too large");
         a->size = at + length;
@@ -1105,6 +1128,14 @@ struct MetaShard::Impl {
         if (a->mode & S_IXGRP) a->mode &= ~uint32_t(S_ISGID);
         JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ? AND name = ?", ino, std::string("security.capability")));
         JOBFS_RETURN_IF_ERROR(store_inode(*a));
+        if (token) {
+            JOBFS_RETURN_IF_ERROR(run("INSERT INTO append_tokens(ino, token, size) VALUES(?, ?, ?)", ino,
+                                      int64_t(token), int64_t(a->size)));
+            if (token % 64 == 0)
+                JOBFS_RETURN_IF_ERROR(run("DELETE FROM append_tokens WHERE ino = ?1 AND size < (SELECT size FROM "
+                                          "append_tokens WHERE ino = ?1 ORDER BY size DESC LIMIT 1 OFFSET ?2)",
+                                          ino, kAppendTokensKept - 1));
+        }
         return a;
     }
 
@@ -1847,9 +1878,9 @@ Result<Attr> MetaShard::extend_size(uint64_t ino, uint64_t size) {
     return impl_->transact([&] { return impl_->do_extend_size(ino, size); });
 }
 
-Result<Attr> MetaShard::reserve_append(uint64_t ino, uint64_t at_least, uint64_t length) {
+Result<Attr> MetaShard::reserve_append(uint64_t ino, uint64_t at_least, uint64_t length, uint64_t token) {
     JOBFS_META_OP("reserve " + std::to_string(length) + " bytes at the end of " + ino_str(ino));
-    return impl_->transact([&] { return impl_->do_reserve_append(ino, at_least, length); });
+    return impl_->transact([&] { return impl_->do_reserve_append(ino, at_least, length, token); });
 }
 
 Status MetaShard::setxattr(const Cred& cred, uint64_t ino, const std::string& name,

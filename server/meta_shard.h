@@ -282,8 +282,10 @@ public:
     // The place of an O_APPEND write of `length` bytes: size = max(size, at_least) + length,
     // mtime = ctime = now; the write goes at the returned size - length. No permission check,
     // as extend_size. Drops setuid, setgid (with group execute) and security.capability, as
-    // the kernel does before a write (for root too).
-    Result<Attr> reserve_append(uint64_t ino, uint64_t at_least, uint64_t length);
+    // the kernel does before a write (for root too). `token` (not 0): the requester's id of
+    // this reservation; asked again with it, the same place is returned and nothing changes
+    // (a retry after the answer was lost), for about the file's last 256 reservations.
+    Result<Attr> reserve_append(uint64_t ino, uint64_t at_least, uint64_t length, uint64_t token = 0);
 
     // Extended attributes: user.* (read/write permission of the inode; regular files and
     // directories only), trusted.* and security.* (writable by root only; trusted.* hidden

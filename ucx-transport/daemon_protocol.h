@@ -463,7 +463,8 @@ struct AppendRequest {
     uint64_t ino = 0;
     uint64_t at_least = 0;
     uint64_t length = 0;
-    JOBFS_FIELDS(ino, at_least, length)
+    uint64_t token = 0; // the requester's id of this reservation: the same place when asked again
+    JOBFS_FIELDS(ino, at_least, length, token)
 };
 
 struct LayoutRequest {

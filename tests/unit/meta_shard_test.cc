@@ -80,6 +80,16 @@ protected:
         return std::move(*rep);
     }
 
+    // The same replica, in step: it has installed the primary's snapshot.
+    std::unique_ptr<MetaShard> replica_in_step(uint64_t term, int& shipped) {
+        auto rep = replica_shipped_to(term, shipped);
+        if (!rep) return nullptr;
+        auto snap = m().snapshot();
+        EXPECT_TRUE(snap.ok()) << snap.status().to_string();
+        if (!snap.ok() || !rep->install_snapshot(*snap).ok()) return nullptr;
+        return rep;
+    }
+
     uint64_t mkdir(uint64_t parent, const std::string& name, uint32_t mode = 0755, const Cred& c = kRoot) {
         auto a = m().mkdir(c, parent, name, mode);
         EXPECT_TRUE(a.ok()) << a.status().to_string();
@@ -918,6 +928,53 @@ TEST_F(MetaShardTest, ReserveAppendPlacesEachAppendAtTheEndAndCountsIt) {
     EXPECT_TRUE(m().getxattr(kRoot, f, "user.keep").ok());
 }
 
+// A reservation asked again with its token, on the same primary or on the replica that took
+// over after the primary failed (its answer lost), gets the place it got the first time and
+// changes nothing: without the token the retry reserved a second place (a hole of zeros).
+// A reservation is remembered for about the file's last 256 others.
+TEST_F(MetaShardTest, AReservationAskedAgainWithItsTokenGetsItsFirstPlace) {
+    int shipped = 0;
+    auto rep = replica_in_step(3, shipped);
+    ASSERT_TRUE(rep);
+    MetaShard& r = *rep;
+    const uint64_t f = create(kRootIno, "log");
+    auto a = m().reserve_append(f, 0, 57, 1111);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ(a->size, 57u);
+    a = m().reserve_append(f, 0, 57, 1111); // its answer was lost: asked again, same primary
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 57u);
+    EXPECT_EQ(attr(f).size, 57u);
+    a = m().reserve_append(f, 0, 10, 2222);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 67u);
+
+    // The primary is lost; the replica serves the shard (term 9) and is asked again.
+    ASSERT_TRUE(m().start_shipping(3, {}).ok());
+    ASSERT_TRUE(r.start_shipping(9, {}).ok());
+    a = r.reserve_append(f, 0, 10, 2222);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ(a->size, 67u) << "the retry was given a second place";
+    auto on_r = r.getattr(f);
+    ASSERT_TRUE(on_r.ok());
+    EXPECT_EQ(on_r->size, 67u);
+    a = r.reserve_append(f, 0, 5, 3333);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 72u);
+    a = r.reserve_append(f, 0, 5, 0); // no token: always a new place
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 77u);
+
+    // Many reservations later (tokens that prune: multiples of 64) the first is forgotten.
+    for (uint64_t i = 1; i <= 400; ++i) ASSERT_TRUE(r.reserve_append(f, 0, 1, 64 * i).ok());
+    a = r.reserve_append(f, 0, 57, 1111);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 77u + 400u + 57u);
+    a = r.reserve_append(f, 0, 1, 64 * 400); // the latest are still known
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size, 77u + 400u);
+}
+
 // ---- xattrs --------------------------------------------------------------------------------
 
 TEST_F(MetaShardTest, ExtendedAttributes) {
@@ -1340,11 +1397,9 @@ TEST_F(MetaShardTest, ChangesetsKeepAReplicaIdenticalAndARefusalRollsBack) {
 // none of the others, and the replica ends identical.
 TEST_F(MetaShardTest, RenamesInOneDirectoryGoInOneTransactionWithAnOutcomeEach) {
     int shipped = 0;
-    auto rep = replica_shipped_to(3, shipped);
+    auto rep = replica_in_step(3, shipped);
     ASSERT_TRUE(rep);
     MetaShard& r = *rep;
-    auto snap = m().snapshot();
-    ASSERT_TRUE(snap.ok() && r.install_snapshot(*snap).ok());
     const uint64_t d = mkdir(kRootIno, "d");
     const uint64_t t1 = create(d, "t1"), t2 = create(d, "t2"), t3 = create(d, "t3");
     const uint64_t old = create(d, "old");
