@@ -167,6 +167,7 @@ int cmd_status(int argc, char** argv) {
         return usage("--idle-check takes 0 < SECONDS <= 3600");
     auto info = read_cluster_from_env();
     if (!info.ok()) return fail(info.status());
+    const auto connected = Clock::now();
     auto c = Client::connect(*info);
     if (!c.ok()) return fail(c.status());
     const uint32_t n = (*c)->daemon_count();
@@ -218,7 +219,10 @@ int cmd_status(int argc, char** argv) {
     if (!vm.count("idle-check")) return all_up ? 0 : 1;
     // CPU % over the interval: the CPU time each daemon used between two samples, over the
     // wall time between them (100 % = one core busy). A daemon at rest should show 0.0.
+    // The first sample waits until this connection's set-up no longer counts: a daemon looks
+    // for set-up traffic every 100 ms for set_up_ticks after a connection (worker.cc).
     std::fflush(stdout);
+    std::this_thread::sleep_until(connected + transport::WorkerOptions{}.set_up_ticks);
     std::vector<Clock::time_point> t0(n);
     for (uint32_t r = 0; r < n; ++r) {
         auto s = transport::rpc::call<proto::DaemonStats>((*c)->daemons()[r], proto::Empty{});
