@@ -680,7 +680,7 @@ int Worker::Impl::next_timeout_ms() {
     // daemon that slept through it left a client's first request unsent until its deadline
     // ("no reply within 10000 ms (request not sent yet)", MPI ranks connecting under load).
     // That traffic follows the set-up of a connection here, so the ticks are that fast only
-    // for kSetUpTicks after one; then every kRestTickMs, as a net under what the set-up
+    // for opts.set_up_ticks after one; then every kRestTickMs, as a net under what the set-up
     // window missed (a peer that connects by worker address makes no connection here until
     // its first request). Ten wake-ups a second were most of an idle daemon's CPU time
     // (0.3 % of a core, with heartbeats; 0.08 % without the ticks). A worker without
