@@ -519,6 +519,7 @@ struct MetaShard::Impl {
                                   "SELECT ino, chunk_size, stripe_count, replicas FROM inodes "
                                   "WHERE ino = ? AND type = 1 AND replicas > 1", ino));
         JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ?", ino));
+        JOBFS_RETURN_IF_ERROR(run("DELETE FROM append_tokens WHERE ino = ?", ino));
         return run("DELETE FROM inodes WHERE ino = ?", ino);
     }
 

@@ -973,6 +973,22 @@ TEST_F(MetaShardTest, AReservationAskedAgainWithItsTokenGetsItsFirstPlace) {
     a = r.reserve_append(f, 0, 1, 64 * 400); // the latest are still known
     ASSERT_TRUE(a.ok());
     EXPECT_EQ(a->size, 77u + 400u);
+
+    // At most about 256 are kept per file, and none once the file is gone.
+    auto g = r.create(kRoot, kRootIno, "gone", 0644, true);
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(r.reserve_append(g->ino, 0, 1, 7).ok());
+    ASSERT_TRUE(r.reserve_append(g->ino, 0, 1, 8).ok());
+    ASSERT_TRUE(r.unlink(kRoot, kRootIno, "gone").ok());
+    rep.reset(); // (the shard holds its database's lock while open)
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "replica0.db").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM append_tokens", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int64(st, 0), 257) << "256 of log's after the last pruning and 1111's new one; none of gone's";
+    sqlite3_finalize(st);
+    sqlite3_close(db);
 }
 
 // ---- xattrs --------------------------------------------------------------------------------
