@@ -572,6 +572,39 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     EXPECT_TRUE(back == data);
 }
 
+// R=2 metadata: the primary of the root's shard hangs (SIGSTOP) while a client's create waits
+// for it. The others take it offline and its replica serves the shard within a second; the
+// create waits out its whole call deadline (25 s here, past the 20 s a metadata call keeps
+// retrying), is then asked once of the new primary, and succeeds. It failed with a timeout
+// before: the retries had run out while the one call waited.
+TEST(ReplicationMetadata, ACallThatOutwaitedAHungPrimaryIsAskedOfTheNewOne) {
+    test::TempDir dir("jobfs-repl-meta-hung");
+    auto sc = start_small(dir.path(), {"--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    ClientOptions co;
+    co.timeout = std::chrono::seconds(25);
+    auto c = Client::connect(sc->cluster->info(), co);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto before = (*c)->open("/before", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    ASSERT_TRUE((*c)->close(**before).ok());
+    const pid_t hung = sc->cluster->pid(0); // the root's shard
+    struct Resume {
+        pid_t pid;
+        ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{hung};
+    ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+    auto during = (*c)->open("/during", O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(during.ok()) << during.status().to_string();
+    ASSERT_TRUE((*c)->close(**during).ok());
+    auto t = (*c)->chain_table();
+    ASSERT_TRUE(t.ok());
+    ASSERT_EQ(t->states.size(), 3u);
+    EXPECT_EQ(t->states[0], proto::kDaemonOffline);
+    EXPECT_TRUE((*c)->stat("/during").ok());
+    EXPECT_TRUE((*c)->stat("/before").ok());
+}
+
 // ---- forwards between daemons of one node ----------------------------------------------------
 
 // The bytes forwarded down the chains (daemon stats) and the shared-memory connections made.
