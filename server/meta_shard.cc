@@ -41,7 +41,8 @@ constexpr int kMaxDepth = 1 << 20;
 
 // Reservations remembered per file (append_tokens): a retry comes back after a failover, which
 // stops the shard's appends meanwhile, so only the appends already in flight elsewhere can come
-// between a reservation and its retry. Pruned on every 64th reservation (by token).
+// between a reservation and its retry. Pruned on every 64th reservation (by token): that
+// sorts the file's few hundred rows, where an index by size would cost a write on every append.
 constexpr int64_t kAppendTokensKept = 256;
 
 constexpr const char* kSchema = R"sql(
@@ -73,7 +74,6 @@ CREATE TABLE IF NOT EXISTS removed_files(
 CREATE TABLE IF NOT EXISTS append_tokens(
     ino INTEGER NOT NULL, token INTEGER NOT NULL, size INTEGER NOT NULL,
     PRIMARY KEY(ino, token)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS append_tokens_by_size ON append_tokens(ino, size);
 -- Cross-shard operations this shard coordinates and has not finished (docs/design.md).
 -- AUTOINCREMENT: an id is never handed out twice, so peers may remember ids they applied.
 CREATE TABLE IF NOT EXISTS intents(
