@@ -4,9 +4,8 @@
 // (proto::meta_primary; docs/replication.md, "Metadata shards"). With replicated metadata the
 // primary changes when a daemon is lost or comes back: a daemon that does not serve the shard
 // (any more) answers `again`, a lost one does not answer; the call then refreshes the table
-// and asks the new primary, for up to FileIO::kFailoverTimeout; a call that failed past that
-// (one that waited out its deadline on a hung primary) is asked once more if the table names
-// a new primary by then. Without replication the shard's own daemon is asked once, as always.
+// and asks the new primary, for up to FileIO::kFailoverTimeout; past that only a primary the
+// table names anew is asked (after a call that waited out its deadline on a hung primary). Without replication the shard's own daemon is asked once, as always.
 //
 // A retried operation may have been applied by the primary that was lost (its answer was what
 // got lost): a create with O_EXCL or a mkdir may then report `exists`, an unlink or a rename
@@ -32,7 +31,6 @@ Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const t
     const uint32_t shard = static_cast<uint32_t>(proto::shard_of(key) % n);
     proto::ChainTable t = io.table_once();
     const auto deadline = std::chrono::steady_clock::now() + FileIO::kFailoverTimeout;
-    bool last_try = false;
     for (;;) {
         const int64_t p = proto::meta_primary(shard, t);
         if (via && p >= 0) *via = io.endpoint(static_cast<uint32_t>(p));
@@ -40,17 +38,17 @@ Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const t
             p < 0 ? Result<typename Rpc::Response>(
                         Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(shard)))
                   : transport::rpc::call<Rpc>(io.endpoint(static_cast<uint32_t>(p)), req);
-        if (r.ok() || t.meta_replicas <= 1 || !cured_by_newer_table(r.status().code()) || last_try) return r;
-        // Past the deadline, one more try, and only of a new primary: a call to a hung primary
-        // waits for the whole call deadline (30 s, longer than kFailoverTimeout), while its
-        // replica took the shard over within the failure timeout.
-        last_try = std::chrono::steady_clock::now() >= deadline;
+        if (r.ok() || t.meta_replicas <= 1 || !cured_by_newer_table(r.status().code())) return r;
+        // Past the deadline only a new primary is asked: a call to a hung primary waits for its
+        // whole call deadline (30 s, longer than kFailoverTimeout), while its replica took the
+        // shard over within the failure timeout.
+        const bool past = std::chrono::steady_clock::now() >= deadline;
         const Code c = r.status().code();
         if (p >= 0 && (c == Code::peer_gone || c == Code::cancelled || c == Code::refused)) io.heal(static_cast<uint32_t>(p));
         const uint64_t before = t.version;
         (void)io.refresh_table();
         t = io.table();
-        if (last_try && proto::meta_primary(shard, t) == p) return r;
+        if (past && proto::meta_primary(shard, t) == p) return r;
         if (t.version == before) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 }
