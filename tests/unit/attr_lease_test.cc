@@ -98,7 +98,7 @@ protected:
     std::unique_ptr<test::ChildProcess> stopped_holder(const std::string& path) {
         const auto give_up = std::chrono::steady_clock::now() + 25s;
         while (std::chrono::steady_clock::now() < give_up) {
-            const uint64_t granted = stats_sum(&proto::DaemonStatsResponse::leases_granted);
+            const uint64_t granted = stats_sum(*b, &proto::DaemonStatsResponse::leases_granted);
             auto h = std::make_unique<test::ChildProcess>(std::vector<std::string>{
                 test::ChildProcess::beside_test("../helpers/lease_holder"), cluster->descriptor_path(), path});
             auto first = h->read_line(10s);
@@ -106,7 +106,7 @@ protected:
             if (!first) return nullptr;
             EXPECT_EQ(*first, "mode 0644 size 1");
             h->signal(SIGSTOP);
-            if (stats_sum(&proto::DaemonStatsResponse::leases_granted) > granted) return h;
+            if (stats_sum(*b, &proto::DaemonStatsResponse::leases_granted) > granted) return h;
             std::printf("# lease_holder's stat of %s was granted no lease; another holder\n", path.c_str());
             h->kill_hard();
             std::this_thread::sleep_for(500ms);
@@ -114,11 +114,10 @@ protected:
         ADD_FAILURE() << "no lease_holder was granted a lease on " << path;
         return nullptr;
     }
-    // A DaemonStats field summed over all daemons.
-    uint64_t stats_sum(uint64_t proto::DaemonStatsResponse::*field) {
-        auto c = connect();
+    // A DaemonStats field summed over all daemons, asked through client c.
+    static uint64_t stats_sum(Client& c, uint64_t proto::DaemonStatsResponse::*field) {
         uint64_t n = 0;
-        for (const auto& ep : c ? c->daemons() : std::vector<transport::Endpoint>{}) {
+        for (const auto& ep : c.daemons()) {
             auto s = transport::rpc::call<proto::DaemonStats>(ep, proto::Empty{});
             EXPECT_TRUE(s.ok()) << s.status().to_string();
             if (s.ok()) n += (*s).*field;
@@ -311,11 +310,11 @@ TEST_F(AttrLeaseTest, ADisconnectingClientGivesItsLeasesBack) {
     b.reset();
     auto c = connect();
     ASSERT_TRUE(c);
-    EXPECT_EQ(stats_sum(&proto::DaemonStatsResponse::leases_held), 0u);
+    EXPECT_EQ(stats_sum(*c, &proto::DaemonStatsResponse::leases_held), 0u);
     ASSERT_TRUE(a->stat("/f").ok());
-    EXPECT_EQ(stats_sum(&proto::DaemonStatsResponse::leases_held), 1u);
+    EXPECT_EQ(stats_sum(*c, &proto::DaemonStatsResponse::leases_held), 1u);
     a.reset();
-    EXPECT_EQ(stats_sum(&proto::DaemonStatsResponse::leases_held), 0u);
+    EXPECT_EQ(stats_sum(*c, &proto::DaemonStatsResponse::leases_held), 0u);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(chmod(*c, "/f", 0600).ok());
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "the change waited for a lease given back";

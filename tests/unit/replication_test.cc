@@ -508,6 +508,13 @@ TEST(ReplicationFailover, SingleCopyLossGivesPromptErrors) {
     }
 }
 
+// A daemon a test stopped (SIGSTOP) is continued when the test ends, however it ends: a
+// stopped daemon would not stop on SIGTERM.
+struct ResumeAtEnd {
+    pid_t pid;
+    ~ResumeAtEnd() { ::kill(pid, SIGCONT); }
+};
+
 // R=2: a daemon that stops answering without its connections breaking (SIGSTOP: a hung node,
 // or one cut off by a network partition) in the middle of a checkpoint. Once the manager takes
 // it offline, the calls waiting for it fail at once, on the daemons (a chain forward to it) and
@@ -522,10 +529,7 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     auto* cluster = &sc->cluster;
     Client& cl = *sc->client;
     const pid_t hung = (*cluster)->pid(2); // holds chunks and copies; the root's shard is daemon 0's
-    struct Resume {
-        pid_t pid;
-        ~Resume() { ::kill(pid, SIGCONT); } // a stopped daemon would not stop on SIGTERM
-    } resume{hung};
+    ResumeAtEnd resume{hung};
 
     const size_t piece = 4 << 20, pieces = 24; // 96 MiB
     const auto data = pattern(piece * pieces, 21);
@@ -589,10 +593,7 @@ TEST(ReplicationMetadata, ACallThatOutwaitedAHungPrimaryIsAskedOfTheNewOne) {
     ASSERT_TRUE(before.ok()) << before.status().to_string();
     ASSERT_TRUE((*c)->close(**before).ok());
     const pid_t hung = sc->cluster->pid(0); // the root's shard
-    struct Resume {
-        pid_t pid;
-        ~Resume() { ::kill(pid, SIGCONT); }
-    } resume{hung};
+    ResumeAtEnd resume{hung};
     ASSERT_EQ(::kill(hung, SIGSTOP), 0);
     auto during = (*c)->open("/during", O_CREAT | O_WRONLY, 0644);
     ASSERT_TRUE(during.ok()) << during.status().to_string();

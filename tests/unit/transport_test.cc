@@ -28,8 +28,7 @@ using Clock = std::chrono::steady_clock;
 // Calls wait as long as the product's default (30 s): on this 2-core machine under load, 4 MiB
 // rendezvous replies have taken over 10 s. Tests of deadlines pass their own.
 std::unique_ptr<Worker> make_worker(const std::string& name, const std::string& secret = "",
-                                    std::chrono::milliseconds timeout = 30s) {
-    WorkerOptions o;
+                                    std::chrono::milliseconds timeout = 30s, WorkerOptions o = {}) {
     o.name = name;
     o.secret = secret;
     o.call_timeout = timeout;
@@ -302,23 +301,20 @@ TEST_P(TransportTest, IdleWorkersUseNoCpu) {
 TEST(TransportIdle, TicksSlowDownOnceConnectionsAreSetUp) {
     WorkerOptions o;
     o.set_up_ticks = 300ms;
-    o.name = "server";
-    auto server = Worker::create(o);
-    ASSERT_TRUE(server.ok()) << server.status().to_string();
-    auto state = std::make_shared<TestServer>();
-    serve_test_protocol(**server, state);
-    auto port = (*server)->listen("127.0.0.1", 0);
+    auto server = make_worker("server", "", 30s, o);
+    ASSERT_TRUE(server);
+    serve_test_protocol(*server, std::make_shared<TestServer>());
+    auto port = server->listen("127.0.0.1", 0);
     ASSERT_TRUE(port.ok()) << port.status().to_string();
-    o.name = "client";
-    auto client = Worker::create(o);
-    ASSERT_TRUE(client.ok()) << client.status().to_string();
-    auto conn = (*client)->connect("127.0.0.1", *port);
+    auto client = make_worker("client", "", 30s, o);
+    ASSERT_TRUE(client);
+    auto conn = client->connect("127.0.0.1", *port);
     ASSERT_TRUE(conn.ok()) << conn.status().to_string();
     ASSERT_TRUE(rpc::call<Echo>(*conn, EchoRequest{"warm", 1}).ok());
     std::this_thread::sleep_for(1s); // past set_up_ticks, and the wake-up already asleep then
-    const uint64_t wake0 = (*server)->stats().wakeups + (*client)->stats().wakeups;
+    const uint64_t wake0 = server->stats().wakeups + client->stats().wakeups;
     std::this_thread::sleep_for(3s);
-    const uint64_t wakeups = (*server)->stats().wakeups + (*client)->stats().wakeups - wake0;
+    const uint64_t wakeups = server->stats().wakeups + client->stats().wakeups - wake0;
     EXPECT_LE(wakeups, 6u) << "two workers at rest for 3 s; ticks every 100 ms would be 60";
     EXPECT_TRUE(rpc::call<Echo>(*conn, EchoRequest{"still served", 2}).ok());
 }
