@@ -254,6 +254,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
         s.leases_granted = leases.granted;
         s.lease_recalls = leases.recalls;
         s.lease_recall_failures = leases.recall_failures;
+        const DirDelegations::Stats dirs = meta->delegation_stats();
+        s.delegations_held = dirs.held;
+        s.delegations_granted = dirs.granted;
+        s.delegation_recalls = dirs.recalls;
+        s.delegation_recall_failures = dirs.recall_failures;
     });
     auto port = p.worker->listen(config.listen, config.port);
     if (!port.ok()) return port.status();

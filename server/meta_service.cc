@@ -14,6 +14,7 @@
 #include "daemon_protocol.h"
 #include "log.h"
 #include "server/attr_leases.h"
+#include "server/dir_delegations.h"
 #include "server/meta_wire.h"
 
 namespace jobfs::server {
@@ -60,17 +61,61 @@ struct NoSubject {
     }
 };
 
+template <class R>
+Code code_of(const R& r) {
+    if constexpr (std::is_same_v<R, Status>) {
+        return r.code();
+    } else {
+        return r.ok() ? Code::ok : r.status().code();
+    }
+}
+
+// work(req), or work(req, call) for a handler that needs the connection the request came on.
+template <class Work, class Req>
+auto run_work(const Work& work, const Req& req, const ServerCall& call) {
+    if constexpr (std::is_invocable_v<const Work&, const Req&, const ServerCall&>) {
+        return work(req, call);
+    } else {
+        return work(req);
+    }
+}
+
+// Runs work on the pool, then finish(call, request, result, since) (since: the lease sequence
+// taken before the work, when kSnapshot asks for it, else 0). A request that met a directory
+// delegated to a client (Code::recall, dir_delegations.h) changed nothing: the delegation is
+// recalled and the request runs again from the start once it ended.
+template <class Rpc, bool kSnapshot, class Work, class Finish>
+void run_on_pool(boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, std::shared_ptr<DirDelegations> dd,
+                 ServerCall call, std::shared_ptr<const typename Rpc::Request> req, Work work, Finish finish,
+                 AttrLeases::Handover carried = {}) {
+    boost::asio::post(pool, [&pool, lz, dd, call, req, work, finish, carried = std::move(carried)]() mutable {
+        lz->begin_op();
+        lz->take_over(std::move(carried));
+        const uint64_t since = kSnapshot ? lz->snapshot() : 0;
+        auto r = run_work(work, *req, call);
+        if (code_of(r) == Code::recall) {
+            const uint64_t dir = MetaShard::recall_dir();
+            const uint64_t token = MetaShard::recall_token();
+            return lz->settle([&pool, lz, dd, call, req, work, finish, dir, token] {
+                dd->recall(dir, token, [&pool, lz, dd, call, req, work, finish] {
+                    run_on_pool<Rpc, kSnapshot>(pool, lz, dd, call, req, work, finish);
+                });
+            });
+        }
+        finish(call, *req, std::move(r), since);
+    });
+}
+
 // Posts `work` to the pool and replies with its result.
 template <class Rpc, class Work, class About = NoSubject>
-void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Work work,
-                   About about = {}) {
-    rpc::serve<Rpc>(w, [&pool, lz, work, about](ServerCall call, typename Rpc::Request&& req) {
-        boost::asio::post(pool, [call, req = std::move(req), lz, work, about] {
-            lz->begin_op();
-            auto r = work(req);
-            AttrLeases::Subject s = about(req, r);
-            reply_settled<Rpc>(*lz, call, std::move(r), std::move(s));
-        });
+void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz,
+                   std::shared_ptr<DirDelegations> dd, Work work, About about = {}) {
+    rpc::serve<Rpc>(w, [&pool, lz, dd, work, about](ServerCall call, typename Rpc::Request&& req) {
+        run_on_pool<Rpc, false>(pool, lz, dd, call, std::make_shared<const typename Rpc::Request>(std::move(req)), work,
+                                [lz, about](const ServerCall& call, const auto& req, auto r, uint64_t) {
+                                    AttrLeases::Subject s = about(req, r);
+                                    reply_settled<Rpc>(*lz, call, std::move(r), std::move(s));
+                                });
     });
 }
 
@@ -82,30 +127,27 @@ void serve_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::sh
 // threads, 30,000 on the progress thread; creates 5,000 and 8,000 (bench/run meta, 3 daemons
 // here). What `now` may do there: one SQLite transaction of the shard under its lock, tried,
 // never waited for, whose commit writes the WAL but never syncs it (synchronous=NORMAL).
+// A delegated directory (Code::recall) is the pool's to wait for.
 //
 // `finish(call, request, result, since)` replies; `since` is the lease sequence taken before the
 // work (AttrLeases::snapshot, for a grant), when kSnapshot asks for it, else 0.
 template <class Rpc, bool kSnapshot, class Now, class Work, class Finish>
 void serve_now_or_on_pool_then(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz,
-                               Now now, Work work, Finish finish) {
-    rpc::serve<Rpc>(w, [&pool, lz, now, work, finish](ServerCall call, typename Rpc::Request&& req) {
+                               std::shared_ptr<DirDelegations> dd, Now now, Work work, Finish finish) {
+    rpc::serve<Rpc>(w, [&pool, lz, dd, now, work, finish](ServerCall call, typename Rpc::Request&& req) {
         lz->begin_op();
         const uint64_t since = kSnapshot ? lz->snapshot() : 0;
-        if (auto r = now(req)) return finish(call, req, std::move(*r), since);
-        boost::asio::post(pool, [call, req = std::move(req), lz, work, finish, carried = lz->hand_over()]() mutable {
-            lz->begin_op();
-            lz->take_over(std::move(carried));
-            const uint64_t since = kSnapshot ? lz->snapshot() : 0;
-            finish(call, req, work(req), since);
-        });
+        if (auto r = now(req); r && code_of(*r) != Code::recall) return finish(call, req, std::move(*r), since);
+        run_on_pool<Rpc, kSnapshot>(pool, lz, dd, call, std::make_shared<const typename Rpc::Request>(std::move(req)),
+                                    work, finish, lz->hand_over());
     });
 }
 
 template <class Rpc, class Now, class Work, class About = NoSubject>
-void serve_now_or_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz, Now now,
-                          Work work, About about = {}) {
+void serve_now_or_on_pool(transport::Worker& w, boost::asio::thread_pool& pool, std::shared_ptr<AttrLeases> lz,
+                          std::shared_ptr<DirDelegations> dd, Now now, Work work, About about = {}) {
     serve_now_or_on_pool_then<Rpc, false>(
-        w, pool, lz, now, work, [lz, about](const ServerCall& call, const auto& req, auto r, uint64_t) {
+        w, pool, lz, dd, now, work, [lz, about](const ServerCall& call, const auto& req, auto r, uint64_t) {
             AttrLeases::Subject s = about(req, r);
             reply_settled<Rpc>(*lz, call, std::move(r), std::move(s));
         });
@@ -160,6 +202,8 @@ struct MetaService::Impl : std::enable_shared_from_this<MetaService::Impl> {
     std::map<uint32_t, std::unique_ptr<Entry>> shards; // fixed once constructed
     // Leases on what clients cache of this daemon's shards (attr_leases.h).
     std::shared_ptr<AttrLeases> leases = std::make_shared<AttrLeases>(MetaService::kDefaultAttrLease, pool);
+    // Directories delegated to clients (dir_delegations.h); made by the constructor.
+    std::shared_ptr<DirDelegations> delegations;
 
     std::mutex roles_mu;                            // reconcile runs one at a time
     std::mutex catch_mu;                            // guards catching
@@ -323,6 +367,7 @@ void MetaService::Impl::reconcile() {
         } else if (!mine && e->serving) {
             e->serving = false;
             leases->give_up(s);
+            delegations->give_up(s);
             // Transactions already past the check roll back: nothing commits here any more.
             const uint32_t shard = s;
             (void)e->db->start_shipping(e->term, [shard](const Position&, const Position&, std::span<const uint8_t>) {
@@ -345,6 +390,13 @@ MetaService::MetaService(transport::Worker& w, std::vector<Hosted> hosted, uint3
     : impl_(std::make_shared<Impl>(w, rank, daemons, std::move(peer), std::move(table), pool)) {
     Impl& im = *impl_;
     std::weak_ptr<Impl> wk = impl_;
+    im.delegations = std::make_shared<DirDelegations>(kDefaultAttrLease, pool, [wk](uint64_t dir, uint64_t token) -> Status {
+        auto im = wk.lock();
+        if (!im) return Status(Code::cancelled, "metadata service stopped");
+        auto e = im->serve(proto::shard_of(dir));
+        if (!e.ok()) return e.status();
+        return (*e)->db->end_delegation(dir, token);
+    });
     // The rename lock is held by the daemon serving shard 0 (rename_lock.h).
     im.rename_lock = std::make_shared<RenameLock>(w, rank, im.peer, [wk]() -> int64_t {
         auto im = wk.lock();
@@ -380,6 +432,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     auto im = shared_from_this();
     auto cpool = coord_pool;
     auto lz = leases;
+    auto dd = delegations;
     // Each request names its shard by an inode it holds (an entry's directory, an inode).
 #define JOBFS_SERVE(key)                                  \
     auto e_ = im->serve(proto::shard_of(key));            \
@@ -400,7 +453,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         return AttrLeases::Subject{a.ok() ? a->ino : 0, r.parent, r.name, 0};
     };
     serve_now_or_on_pool<proto::Getattr>(
-        w, pool, lz,
+        w, pool, lz, dd,
         [im, at_once](const proto::InoRequest& r) -> std::optional<Result<proto::Attr>> {
             JOBFS_SERVE(r.ino);
             return at_once(sh.try_getattr(r.ino));
@@ -418,7 +471,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         JOBFS_SERVE(r.parent);
         return attr_out(co.lookup(from_wire(r.cred), r.parent, r.name));
     };
-    serve_now_or_on_pool<proto::Lookup>(w, *cpool, lz, lookup_now, lookup_on_pool, about_entry);
+    serve_now_or_on_pool<proto::Lookup>(w, *cpool, lz, dd, lookup_now, lookup_on_pool, about_entry);
     const auto new_file = [](const proto::CreateRequest& r) {
         NewFile init{r.size, {}};
         for (const auto& x : r.xattrs) init.xattrs.emplace_back(x.name, x.value);
@@ -435,7 +488,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
                                   Layout{r.chunk_size, r.stripe_count, r.replicas}, new_file(r)));
     };
     // A create reads its name (taken or not) and, when the file was there, the file.
-    serve_now_or_on_pool<proto::Create>(w, pool, lz, create_now, create_on_pool, about_entry);
+    serve_now_or_on_pool<proto::Create>(w, pool, lz, dd, create_now, create_on_pool, about_entry);
 
     // The same with a lease on the answer (attr_leases.h), for a file or symlink whose inode
     // lives with its entry. `since`: the change sequence the answer is not older than.
@@ -448,7 +501,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         reply_settled<proto::LookupLeased>(*lz, call, Result<proto::LeasedAttr>(std::move(out)), std::move(about));
     };
     serve_now_or_on_pool_then<proto::LookupLeased, true>(
-        w, *cpool, lz, lookup_now, lookup_on_pool,
+        w, *cpool, lz, dd, lookup_now, lookup_on_pool,
         [reply_leased](const ServerCall& call, const proto::NameRequest& r, Result<proto::Attr> a, uint64_t since) {
             reply_leased(call, std::move(a), r, since);
         });
@@ -457,21 +510,77 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         rpc::reply<proto::LeaseRelease>(call, proto::Empty{});
     });
     serve_now_or_on_pool_then<proto::CreateLeased, true>(
-        w, pool, lz, create_now, create_on_pool,
+        w, pool, lz, dd, create_now, create_on_pool,
         [lz, reply_leased](const ServerCall& call, const proto::CreateRequest& r, Result<proto::Attr> a, uint64_t before) {
             // A create's own change of the inode it made (or found) is no reason to refuse its lease.
             const uint64_t since = a.ok() ? std::max(before, lz->own_change(a->ino)) : before;
             reply_leased(call, std::move(a), r, since);
         });
-    serve_on_pool<proto::Mkdir>(w, *cpool, lz, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
+    // Directory delegations (dir_delegations.h).
+    serve_on_pool<proto::DelegateDir>(
+        w, pool, lz, dd,
+        [im](const proto::DelegateRequest& r, const ServerCall& call) -> Result<proto::DelegateResponse> {
+            JOBFS_SERVE(r.dir);
+            auto d = sh.delegate_dir(from_wire(r.cred), r.dir, r.token, proto::kMaxDelegatedEntries,
+                                     proto::kDelegatedInos);
+            if (!d.ok()) return d.status();
+            im->delegations->granted(r.dir, r.token, call.connection());
+            proto::DelegateResponse out;
+            out.dir = to_wire(d->dir);
+            out.entries.reserve(d->entries.size());
+            for (auto& e : d->entries) out.entries.push_back(proto::DirEntry{std::move(e.name), e.ino, static_cast<uint8_t>(e.type)});
+            out.ino_first = d->ino_first;
+            out.ino_count = d->ino_count;
+            out.chunk_size = d->layout.chunk_size;
+            out.stripe_count = d->layout.stripe_count;
+            out.replicas = d->layout.replicas;
+            out.lease_ms = static_cast<uint32_t>(im->delegations->lease().count());
+            return out;
+        });
+    serve_on_pool<proto::DirOps>(
+        w, pool, lz, dd, [im](const proto::DirOpsRequest& r, const ServerCall& call) -> Result<proto::DirOpsResponse> {
+            JOBFS_SERVE(r.dir);
+            if (r.ops.size() > proto::kMaxDirOps)
+                return Status(Code::invalid, std::to_string(r.ops.size()) + " delegated operations in one request (at most " +
+                                                 std::to_string(proto::kMaxDirOps) + ")");
+            std::vector<MetaShard::DirOp> ops;
+            ops.reserve(r.ops.size());
+            for (const auto& o : r.ops) ops.push_back(MetaShard::DirOp{o.kind, o.name, o.ino, o.mode, o.time_ns});
+            auto res = sh.dir_ops(from_wire(r.cred), r.dir, r.token, ops, r.release, r.more_inos ? proto::kDelegatedInos : 0);
+            if (!res.ok()) return res.status();
+            if (r.release) im->delegations->released(r.dir, r.token);
+            else im->delegations->granted(r.dir, r.token, call.connection()); // renewed
+            proto::DirOpsResponse out;
+            out.ino_first = res->ino_first;
+            out.ino_count = res->ino_count;
+            out.outcomes.reserve(res->outcomes.size());
+            for (size_t i = 0; i < res->outcomes.size(); ++i) {
+                auto& o = res->outcomes[i];
+                proto::DirOpOutcome w;
+                if (!o.ok()) {
+                    w.code = static_cast<int32_t>(o.status().code());
+                    w.message = o.status().message();
+                } else if (r.ops[i].kind == MetaShard::kDirOpCreate || (o->last_link && o->attr.type == FileType::regular)) {
+                    // (An unlink's inode matters only when the file's data goes with it.)
+                    w.attr = to_wire(o->attr);
+                    w.last_link = o->last_link;
+                } else {
+                    w.attr.ino = o->attr.ino;
+                    w.last_link = o->last_link;
+                }
+                out.outcomes.push_back(std::move(w));
+            }
+            return out;
+        });
+    serve_on_pool<proto::Mkdir>(w, *cpool, lz, dd, [im](const proto::MkdirRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
         return attr_out(co.mkdir(from_wire(r.cred), r.parent, r.name, r.mode));
     });
-    serve_on_pool<proto::Symlink>(w, pool, lz, [im](const proto::SymlinkRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::Symlink>(w, pool, lz, dd, [im](const proto::SymlinkRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.parent);
         return attr_out(sh.symlink(from_wire(r.cred), r.parent, r.name, r.target));
     });
-    serve_on_pool<proto::Readlink>(w, pool, lz, [im](const proto::InoRequest& r) -> Result<proto::LinkTarget> {
+    serve_on_pool<proto::Readlink>(w, pool, lz, dd, [im](const proto::InoRequest& r) -> Result<proto::LinkTarget> {
         JOBFS_SERVE(r.ino);
         auto t = sh.readlink(r.ino);
         if (!t.ok()) return t.status();
@@ -482,13 +591,16 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     rpc::serve<proto::Link>(w, [im, cpool](ServerCall call, proto::LinkRequest&& r) {
         const uint32_t owner = proto::shard_of(r.new_parent);
         if (im->serve(owner).ok()) {
-            boost::asio::post(*cpool, [im, call, r = std::move(r)]() {
-                AttrLeases& lz = *im->leases;
-                lz.begin_op();
-                auto e = im->serve(proto::shard_of(r.new_parent));
-                if (!e.ok()) return reply_settled<proto::Link>(lz, call, e.status());
-                reply_settled<proto::Link>(lz, call, attr_out((*e)->co->link(from_wire(r.cred), r.ino, r.new_parent, r.name)));
-            });
+            auto lz = im->leases;
+            run_on_pool<proto::Link, false>(
+                *cpool, lz, im->delegations, call, std::make_shared<const proto::LinkRequest>(std::move(r)),
+                [im](const proto::LinkRequest& r) -> Result<proto::Attr> {
+                    JOBFS_SERVE(r.new_parent);
+                    return attr_out(co.link(from_wire(r.cred), r.ino, r.new_parent, r.name));
+                },
+                [lz](const ServerCall& call, const proto::LinkRequest&, Result<proto::Attr> a, uint64_t) {
+                    reply_settled<proto::Link>(*lz, call, std::move(a));
+                });
             return;
         }
         boost::asio::post(im->pool, [im, owner, call, r = std::move(r)] {
@@ -501,7 +613,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         });
     });
     serve_now_or_on_pool<proto::Unlink>(
-        w, *cpool, lz,
+        w, *cpool, lz, dd,
         [im](const proto::NameRequest& r) -> std::optional<Result<proto::UnlinkResponse>> {
             JOBFS_SERVE(r.parent);
             auto u = sh.try_unlink(from_wire(r.cred), r.parent, r.name);
@@ -515,11 +627,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             if (!u.ok()) return u.status();
             return to_wire(*u);
         });
-    serve_on_pool<proto::Rmdir>(w, *cpool, lz, [im](const proto::NameRequest& r) -> Status {
+    serve_on_pool<proto::Rmdir>(w, *cpool, lz, dd, [im](const proto::NameRequest& r) -> Status {
         JOBFS_SERVE(r.parent);
         return co.rmdir(from_wire(r.cred), r.parent, r.name);
     });
-    serve_on_pool<proto::Rename>(w, *cpool, lz, [im](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
+    serve_on_pool<proto::Rename>(w, *cpool, lz, dd, [im](const proto::RenameRequest& r) -> Result<proto::RenameResponse> {
         JOBFS_SERVE(r.old_parent);
         // Between two directories: under the file system's rename lock, from before the loop
         // check to the end (rename_lock.h).
@@ -535,7 +647,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (res->replaced) out.replaced = to_wire(*res->replaced);
         return out;
     });
-    serve_on_pool<proto::RenameInDir>(w, *cpool, lz, [im](const proto::RenameInDirRequest& r)
+    serve_on_pool<proto::RenameInDir>(w, *cpool, lz, dd, [im](const proto::RenameInDirRequest& r)
                                                     -> Result<proto::RenameInDirResponse> {
         JOBFS_SERVE(r.parent);
         if (r.entries.size() > proto::kMaxRenamesInDir)
@@ -558,7 +670,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         return out;
     });
     serve_on_pool<proto::Readdir>(
-        w, pool, lz,
+        w, pool, lz, dd,
         [im](const proto::ReaddirRequest& r) -> Result<proto::ReaddirResponse> {
             JOBFS_SERVE(r.ino);
             auto d = sh.readdir(from_wire(r.cred), r.ino, r.after, r.max_entries ? r.max_entries : 1000);
@@ -569,7 +681,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             return out;
         },
         [](const proto::ReaddirRequest& r, const auto&) { return AttrLeases::Subject{0, 0, {}, r.ino}; });
-    serve_on_pool<proto::Setattr>(w, pool, lz, [im](const proto::SetattrRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::Setattr>(w, pool, lz, dd, [im](const proto::SetattrRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         SetAttr set;
         set.mode = r.mode;
@@ -582,40 +694,40 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         set.mtime_now = r.mtime_now;
         return attr_out(sh.setattr(from_wire(r.cred), r.ino, set));
     });
-    serve_on_pool<proto::ExtendSize>(w, pool, lz, [im](const proto::ExtendSizeRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::ExtendSize>(w, pool, lz, dd, [im](const proto::ExtendSizeRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.extend_size(r.ino, r.size));
     });
-    serve_on_pool<proto::ReserveAppend>(w, pool, lz, [im](const proto::AppendRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::ReserveAppend>(w, pool, lz, dd, [im](const proto::AppendRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.reserve_append(r.ino, r.at_least, r.length, r.token));
     });
-    serve_on_pool<proto::SetLayout>(w, pool, lz, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::SetLayout>(w, pool, lz, dd, [im](const proto::LayoutRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(r.ino);
         return attr_out(sh.set_layout(from_wire(r.cred), r.ino, Layout{r.chunk_size, r.stripe_count, r.replicas}));
     });
-    serve_on_pool<proto::Setxattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Status {
+    serve_on_pool<proto::Setxattr>(w, pool, lz, dd, [im](const proto::XattrRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.setxattr(from_wire(r.cred), r.ino, r.name, r.value, r.flags);
     });
-    serve_on_pool<proto::Getxattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Result<proto::XattrValue> {
+    serve_on_pool<proto::Getxattr>(w, pool, lz, dd, [im](const proto::XattrRequest& r) -> Result<proto::XattrValue> {
         JOBFS_SERVE(r.ino);
         auto v = sh.getxattr(from_wire(r.cred), r.ino, r.name);
         if (!v.ok()) return v.status();
         return proto::XattrValue{*v};
     });
-    serve_on_pool<proto::Listxattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Result<proto::XattrList> {
+    serve_on_pool<proto::Listxattr>(w, pool, lz, dd, [im](const proto::XattrRequest& r) -> Result<proto::XattrList> {
         JOBFS_SERVE(r.ino);
         auto v = sh.listxattr(from_wire(r.cred), r.ino);
         if (!v.ok()) return v.status();
         return proto::XattrList{*v};
     });
-    serve_on_pool<proto::Removexattr>(w, pool, lz, [im](const proto::XattrRequest& r) -> Status {
+    serve_on_pool<proto::Removexattr>(w, pool, lz, dd, [im](const proto::XattrRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.removexattr(from_wire(r.cred), r.ino, r.name);
     });
     // The counts of the shards this daemon serves (statfs sums over all daemons).
-    serve_on_pool<proto::MetaCounts>(w, pool, lz, [im](const proto::Empty&) -> Result<proto::CountsResponse> {
+    serve_on_pool<proto::MetaCounts>(w, pool, lz, dd, [im](const proto::Empty&) -> Result<proto::CountsResponse> {
         proto::CountsResponse out{0, 0};
         for (auto& [s, e] : im->shards) {
             if (!im->serve(s).ok()) continue;
@@ -628,24 +740,24 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     });
 
     // The other shards' steps of cross-shard operations (meta_coordinator.h).
-    serve_on_pool<proto::PeerCreateInode>(w, pool, lz, [im](const proto::CreateInodeRequest& r) -> Result<proto::Attr> {
+    serve_on_pool<proto::PeerCreateInode>(w, pool, lz, dd, [im](const proto::CreateInodeRequest& r) -> Result<proto::Attr> {
         JOBFS_SERVE(uint64_t(r.shard) << 48);
         Attr tmpl = from_wire(r.tmpl);
         tmpl.parent = r.parent;
         sh.note_intents_done(r.done_below);
         return attr_out(r.intent ? sh.create_inode_once(r.intent, tmpl) : sh.create_inode(tmpl));
     });
-    serve_on_pool<proto::PeerDeleteInode>(w, pool, lz, [im](const proto::InoRequest& r) -> Status {
+    serve_on_pool<proto::PeerDeleteInode>(w, pool, lz, dd, [im](const proto::InoRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.delete_inode(r.ino);
     });
-    serve_on_pool<proto::PeerLookupDentry>(w, pool, lz, [im](const proto::NameRequest& r) -> Result<proto::DirEntry> {
+    serve_on_pool<proto::PeerLookupDentry>(w, pool, lz, dd, [im](const proto::NameRequest& r) -> Result<proto::DirEntry> {
         JOBFS_SERVE(r.parent);
         auto e = sh.lookup_dentry(from_wire(r.cred), r.parent, r.name);
         if (!e.ok()) return e.status();
         return proto::DirEntry{e->name, e->ino, static_cast<uint8_t>(e->type)};
     });
-    serve_on_pool<proto::PeerRenameInsert>(w, pool, lz, [im](const proto::RenameInsertRequest& r)
+    serve_on_pool<proto::PeerRenameInsert>(w, pool, lz, dd, [im](const proto::RenameInsertRequest& r)
                                                         -> Result<proto::RenameInsertResponse> {
         JOBFS_SERVE(r.parent);
         sh.note_intents_done(r.done_below);
@@ -657,25 +769,25 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         if (i->replaced_here) out.replaced_here = to_wire(*i->replaced_here);
         return out;
     });
-    serve_on_pool<proto::PeerAdjustNlink>(w, pool, lz, [im](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
+    serve_on_pool<proto::PeerAdjustNlink>(w, pool, lz, dd, [im](const proto::NlinkRequest& r) -> Result<proto::UnlinkResponse> {
         JOBFS_SERVE(r.ino);
         sh.note_intents_done(r.done_below);
         auto u = sh.adjust_nlink_once(r.intent, static_cast<IntentStep>(r.step), r.ino, r.delta);
         if (!u.ok()) return u.status();
         return to_wire(*u);
     });
-    serve_on_pool<proto::PeerAbortStep>(w, pool, lz, [im](const proto::StepRequest& r) -> Result<proto::StepResult> {
+    serve_on_pool<proto::PeerAbortStep>(w, pool, lz, dd, [im](const proto::StepRequest& r) -> Result<proto::StepResult> {
         JOBFS_SERVE(uint64_t(r.shard) << 48);
         sh.note_intents_done(r.done_below);
         auto a = sh.abort_step_result(r.intent, static_cast<IntentStep>(r.step));
         if (!a.ok()) return a.status();
         return proto::StepResult{a->has_value(), a->value_or(0)};
     });
-    serve_on_pool<proto::PeerSetParent>(w, pool, lz, [im](const proto::SetParentRequest& r) -> Status {
+    serve_on_pool<proto::PeerSetParent>(w, pool, lz, dd, [im](const proto::SetParentRequest& r) -> Status {
         JOBFS_SERVE(r.ino);
         return sh.set_parent(r.ino, r.parent);
     });
-    serve_on_pool<proto::PeerParent>(w, pool, lz, [im](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
+    serve_on_pool<proto::PeerParent>(w, pool, lz, dd, [im](const proto::InoRequest& r) -> Result<proto::ParentResponse> {
         JOBFS_SERVE(r.ino);
         auto p = sh.parent_of(r.ino);
         if (!p.ok()) return p.status();
@@ -685,7 +797,7 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
 
     // ---- replication: a copy's side ------------------------------------------------------
     auto apool = apply_pool;
-    serve_on_pool<proto::MetaApply>(w, *apool, lz, [im](const proto::MetaApplyRequest& r) -> Status {
+    serve_on_pool<proto::MetaApply>(w, *apool, lz, dd, [im](const proto::MetaApplyRequest& r) -> Status {
         Entry* e = im->find(r.shard);
         if (!e) return Status(Code::invalid, "daemon " + std::to_string(im->rank) + " keeps no copy of metadata shard " +
                                                  std::to_string(r.shard));
@@ -716,14 +828,14 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
             });
         });
     });
-    serve_on_pool<proto::MetaPosition>(w, *apool, lz, [im](const proto::MetaShardRequest& r) -> Result<proto::MetaPositionResponse> {
+    serve_on_pool<proto::MetaPosition>(w, *apool, lz, dd, [im](const proto::MetaShardRequest& r) -> Result<proto::MetaPositionResponse> {
         Entry* e = im->find(r.shard);
         if (!e) return Status(Code::invalid, "no copy of metadata shard " + std::to_string(r.shard) + " here");
         auto p = e->db->position();
         if (!p.ok()) return p.status();
         return proto::MetaPositionResponse{p->term, p->seq};
     });
-    serve_on_pool<proto::MetaCatchUp>(w, *cpool, lz, [im](const proto::MetaShardRequest& r) -> Status {
+    serve_on_pool<proto::MetaCatchUp>(w, *cpool, lz, dd, [im](const proto::MetaShardRequest& r) -> Status {
         return im->bring_in_step(r.shard, r.member);
     });
 }
@@ -732,6 +844,7 @@ MetaService::~MetaService() { stop(); }
 
 void MetaService::stop() {
     impl_->leases->shutdown(); // waits for leases to run out end: their requests reply
+    impl_->delegations->shutdown();
     impl_->coord_pool->join();
     impl_->apply_pool->join();
 }
@@ -775,7 +888,12 @@ Status MetaService::catch_up(std::chrono::milliseconds timeout) {
     return Status::OK();
 }
 
-void MetaService::set_attr_lease(std::chrono::milliseconds lease) { impl_->leases->set_lease(lease); }
+void MetaService::set_attr_lease(std::chrono::milliseconds lease) {
+    impl_->leases->set_lease(lease);
+    impl_->delegations->set_lease(lease);
+}
+
+DirDelegations::Stats MetaService::delegation_stats() const { return impl_->delegations->stats(); }
 
 AttrLeases::Stats MetaService::attr_lease_stats() const { return impl_->leases->stats(); }
 

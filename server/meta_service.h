@@ -38,6 +38,7 @@
 
 #include "daemon_protocol.h"
 #include "server/attr_leases.h"
+#include "server/dir_delegations.h"
 #include "server/meta_coordinator.h"
 #include "server/meta_shard.h"
 #include "server/rename_lock.h"
@@ -82,6 +83,8 @@ public:
     // The length of the leases granted from now on (0: none).
     void set_attr_lease(std::chrono::milliseconds lease);
     AttrLeases::Stats attr_lease_stats() const;
+    // Directory delegations (dir_delegations.h); their lease is the attribute lease's length.
+    DirDelegations::Stats delegation_stats() const;
 
     // The shard a new directory named `name` in `parent` is placed on.
     static uint32_t place_directory(uint64_t parent, const std::string& name, uint32_t daemons) {

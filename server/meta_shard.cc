@@ -34,7 +34,7 @@ constexpr int64_t kSchemaVersion = 3;
 constexpr int kBusyTimeoutMs = 5000;
 // WAL pages after which a commit checkpoints the WAL into the database (SQLite's own default
 // for its automatic checkpoints, which the WAL hook below replaces).
-constexpr int kCheckpointPages = 1000;
+constexpr int kCheckpointPages = 4000;
 
 // Root's parent walk and corrupt databases: never follow more parents than this.
 constexpr int kMaxDepth = 1 << 20;
@@ -74,6 +74,8 @@ CREATE TABLE IF NOT EXISTS removed_files(
 CREATE TABLE IF NOT EXISTS append_tokens(
     ino INTEGER NOT NULL, token INTEGER NOT NULL, size INTEGER NOT NULL,
     PRIMARY KEY(ino, token)) WITHOUT ROWID;
+-- Directories delegated to a client (server/dir_delegations.h), by the holder's token.
+CREATE TABLE IF NOT EXISTS dir_delegations(dir INTEGER PRIMARY KEY, token INTEGER NOT NULL);
 -- Cross-shard operations this shard coordinates and has not finished (docs/design.md).
 -- AUTOINCREMENT: an id is never handed out twice, so peers may remember ids they applied.
 CREATE TABLE IF NOT EXISTS intents(
@@ -85,6 +87,10 @@ CREATE TABLE IF NOT EXISTS applied(
     intent INTEGER NOT NULL, step INTEGER NOT NULL, result INTEGER NOT NULL,
     PRIMARY KEY(intent, step)) WITHOUT ROWID;
 )sql";
+
+// MetaShard::recall_dir.
+thread_local uint64_t t_recall_dir = 0;
+thread_local uint64_t t_recall_token = 0;
 
 constexpr const char* kInodeColumns =
     "ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, "
@@ -477,12 +483,53 @@ struct MetaShard::Impl {
         return std::move(**a);
     }
 
+    // A directory whose entries the operation reads or changes: not while it is delegated to
+    // someone else (Code::recall).
     Result<Attr> load_dir(uint64_t ino) {
         auto a = load_inode(ino);
         if (!a.ok()) return a;
         if (a->type != FileType::directory)
             return fail(Code::not_dir, "inode " + ino_str(ino) + " is not a directory");
+        JOBFS_RETURN_IF_ERROR(check_delegation(ino));
         return a;
+    }
+
+    // ---- directory delegations ------------------------------------------------------------
+    // The token of the delegation the running operation acts under (delegate_dir, dir_ops);
+    // 0 for every other operation.
+    uint64_t acting_token = 0;
+    struct ActingAs {
+        Impl& impl;
+        ActingAs(Impl& i, uint64_t token) : impl(i) { impl.acting_token = token; }
+        ~ActingAs() { impl.acting_token = 0; }
+    };
+
+    // The token dir is delegated to, 0 if none.
+    Result<uint64_t> delegation_of(uint64_t dir) {
+        auto st = query("SELECT token FROM dir_delegations WHERE dir = ?", dir);
+        if (!st.ok()) return st.status();
+        auto row = st->step();
+        if (!row.ok()) return row.status();
+        return *row ? st->u64(0) : 0;
+    }
+
+    Status check_delegation(uint64_t dir) {
+        auto t = delegation_of(dir);
+        if (!t.ok()) return t.status();
+        if (*t == 0 || *t == acting_token) return Status::OK();
+        t_recall_dir = dir;
+        t_recall_token = *t;
+        return fail(Code::recall, "directory " + ino_str(dir) + " is delegated to a client");
+    }
+
+    // Inode numbers [first, first + n) for a holder's new files, taken from the counter.
+    Result<std::pair<uint64_t, uint32_t>> reserve_inos(uint32_t n) {
+        auto next = meta_value("next_seq");
+        if (!next.ok()) return next.status();
+        const uint64_t seq = uint64_t(*next);
+        if (seq + n >= kSeqMask) return fail(Code::no_space, "inode numbers exhausted");
+        JOBFS_RETURN_IF_ERROR(run("UPDATE meta SET value = ? WHERE key = 'next_seq'", seq + n));
+        return std::make_pair(make_ino(shard_id, seq), n);
     }
 
     // The attributes of a dentry's inode, which a whole operation can only use when it is here.
@@ -514,10 +561,13 @@ struct MetaShard::Impl {
                    a.rdev, a.target, a.chunk_size, a.stripe_count, a.parent, a.replicas, a.ino);
     }
 
-    Status erase_inode(uint64_t ino) {
-        JOBFS_RETURN_IF_ERROR(run("INSERT OR REPLACE INTO removed_files(ino, chunk_size, stripe_count, replicas) "
-                                  "SELECT ino, chunk_size, stripe_count, replicas FROM inodes "
-                                  "WHERE ino = ? AND type = 1 AND replicas > 1", ino));
+    // replicated: the inode may be a replicated regular file (false when its row says it is
+    // not: the row's layout need not be looked up again).
+    Status erase_inode(uint64_t ino, bool replicated = true) {
+        if (replicated)
+            JOBFS_RETURN_IF_ERROR(run("INSERT OR REPLACE INTO removed_files(ino, chunk_size, stripe_count, replicas) "
+                                      "SELECT ino, chunk_size, stripe_count, replicas FROM inodes "
+                                      "WHERE ino = ? AND type = 1 AND replicas > 1", ino));
         JOBFS_RETURN_IF_ERROR(run("DELETE FROM xattrs WHERE ino = ?", ino));
         JOBFS_RETURN_IF_ERROR(run("DELETE FROM append_tokens WHERE ino = ?", ino));
         return run("DELETE FROM inodes WHERE ino = ?", ino);
@@ -549,7 +599,9 @@ struct MetaShard::Impl {
         return run("DELETE FROM dentries WHERE parent = ? AND name = ?", parent, name);
     }
 
+    // Asked before a directory is removed (or replaced): not while it is delegated.
     Result<bool> has_entries(uint64_t dir) {
+        JOBFS_RETURN_IF_ERROR(check_delegation(dir));
         auto st = query("SELECT 1 FROM dentries WHERE parent = ? LIMIT 1", dir);
         if (!st.ok()) return st.status();
         return st->step();
@@ -716,12 +768,20 @@ struct MetaShard::Impl {
         a.ctime_ns = now;
         out.last_link = a.nlink == 0;
         if (out.last_link) {
-            JOBFS_RETURN_IF_ERROR(erase_inode(a.ino));
+            JOBFS_RETURN_IF_ERROR(erase_inode(a.ino, a.type == FileType::regular && a.replicas > 1));
         } else {
             JOBFS_RETURN_IF_ERROR(store_inode(a));
         }
         out.attr = std::move(a);
         return out;
+    }
+
+    // The layout of a new file in dir: what was asked, else the directory's default, else
+    // the shard's.
+    Layout file_layout(const Attr& dir, Layout asked) const {
+        return Layout{asked.chunk_size ? asked.chunk_size : dir.chunk_size ? dir.chunk_size : default_chunk_size,
+                      asked.stripe_count ? asked.stripe_count : dir.stripe_count ? dir.stripe_count : default_stripe_count,
+                      asked.replicas ? asked.replicas : dir.replicas ? dir.replicas : default_replicas};
     }
 
     // ---- operations -----------------------------------------------------------------------
@@ -743,13 +803,10 @@ struct MetaShard::Impl {
         JOBFS_RETURN_IF_ERROR(check_layout(layout));
         Attr a = new_inode(FileType::regular, mode, cred, *dir);
         a.nlink = 1;
-        a.chunk_size = layout.chunk_size ? layout.chunk_size
-                       : dir->chunk_size ? dir->chunk_size
-                                         : default_chunk_size;
-        a.stripe_count = layout.stripe_count ? layout.stripe_count
-                         : dir->stripe_count ? dir->stripe_count
-                                             : default_stripe_count;
-        a.replicas = layout.replicas ? layout.replicas : dir->replicas ? dir->replicas : default_replicas;
+        const Layout l = file_layout(*dir, layout);
+        a.chunk_size = l.chunk_size;
+        a.stripe_count = l.stripe_count;
+        a.replicas = l.replicas;
         a.size = init.size;
         JOBFS_RETURN_IF_ERROR(add_inode(a));
         JOBFS_RETURN_IF_ERROR(add_entry(*dir, name, a));
@@ -857,6 +914,102 @@ struct MetaShard::Impl {
         JOBFS_RETURN_IF_ERROR(erase_dentry(parent, name));
         JOBFS_RETURN_IF_ERROR(touch_dir(v->dir, -1, now));
         return erase_inode(v->attr.ino);
+    }
+
+    Result<MetaShard::Delegation> do_delegate(const Cred& cred, uint64_t dir_ino, uint64_t token,
+                                              uint32_t max_entries, uint32_t inos) {
+        if (token == 0) return fail(Code::invalid, "delegation token 0");
+        const ActingAs acting(*this, token); // a delegation it held already is given again
+        auto dir = load_dir(dir_ino);
+        if (!dir.ok()) return dir.status();
+        JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayWrite | kMayExec));
+        if ((dir->mode & S_ISVTX) && !owner_or_root(*dir, cred))
+            return fail(Code::not_permitted, "a sticky directory is delegated to its owner only");
+        MetaShard::Delegation out;
+        auto st = query("SELECT name, ino, type FROM dentries WHERE parent = ? LIMIT ?", dir_ino,
+                        int64_t(max_entries) + 1);
+        if (!st.ok()) return st.status();
+        for (;;) {
+            auto row = st->step();
+            if (!row.ok()) return row.status();
+            if (!*row) break;
+            if (out.entries.size() == max_entries)
+                return fail(Code::too_large, "more than " + std::to_string(max_entries) + " entries");
+            out.entries.push_back(DirEntry{st->bytes(0), st->u64(1), static_cast<FileType>(st->i64(2))});
+        }
+        JOBFS_RETURN_IF_ERROR(run("INSERT INTO dir_delegations(dir, token) VALUES(?, ?) "
+                                  "ON CONFLICT(dir) DO UPDATE SET token = excluded.token",
+                                  dir_ino, token));
+        auto range = reserve_inos(inos);
+        if (!range.ok()) return range.status();
+        out.ino_first = range->first;
+        out.ino_count = range->second;
+        out.layout = file_layout(*dir, {});
+        // Leases others hold on its entries would outlive what the holder changes unseen.
+        if (observer.dir_access) observer.dir_access(dir_ino);
+        out.dir = std::move(*dir);
+        return out;
+    }
+
+    // The holder's operations (dir_ops) share what each would do alone: the directory is
+    // loaded and checked once, and its times stored once at the end (`dir` carries them).
+    // A delegated create: the holder's inode number and times.
+    Result<Attr> do_create_delegated(const Cred& cred, Attr& dir, uint64_t next_seq, const MetaShard::DirOp& op) {
+        JOBFS_RETURN_IF_ERROR(check_name(op.name));
+        auto existing = find_dentry(dir.ino, op.name);
+        if (!existing.ok()) return existing.status();
+        if (existing->has_value()) {
+            if ((*existing)->ino == op.ino) return load_local(**existing); // made by this batch before
+            return fail(Code::exists, "exists");
+        }
+        if (shard_of(op.ino) != shard_id || (op.ino & kSeqMask) >= next_seq || (op.ino & kSeqMask) == 0)
+            return fail(Code::invalid, "inode number " + ino_str(op.ino) + " was not reserved here");
+        auto taken = find_inode(op.ino);
+        if (!taken.ok()) return taken.status();
+        if (taken->has_value()) return fail(Code::exists, "inode number " + ino_str(op.ino) + " is taken");
+        Attr a = new_inode(FileType::regular, op.mode, cred, dir);
+        if (op.time_ns) a.atime_ns = a.mtime_ns = a.ctime_ns = op.time_ns;
+        a.ino = op.ino;
+        a.nlink = 1;
+        const Layout l = file_layout(dir, {});
+        a.chunk_size = l.chunk_size;
+        a.stripe_count = l.stripe_count;
+        a.replicas = l.replicas;
+        if (Status w = insert_inode(a); !w.ok()) return wrote(w);
+        if (Status w = put_dentry(dir.ino, op.name, a.ino, a.type); !w.ok()) return wrote(w);
+        dir.mtime_ns = dir.ctime_ns = a.ctime_ns;
+        return a;
+    }
+
+    Result<UnlinkResult> do_unlink_delegated(const Cred& cred, Attr& dir, const MetaShard::DirOp& op, int64_t now) {
+        JOBFS_RETURN_IF_ERROR(check_name(op.name));
+        auto e = find_dentry(dir.ino, op.name);
+        if (!e.ok()) return e.status();
+        if (!e->has_value() || (op.ino && (*e)->ino != op.ino)) {
+            UnlinkResult done; // unlinked by this batch before (and the name maybe made again)
+            done.attr.ino = op.ino;
+            return done;
+        }
+        if ((*e)->type == FileType::directory) return fail(Code::is_dir, "is a directory");
+        auto a = load_local(**e);
+        if (!a.ok()) return a.status();
+        JOBFS_RETURN_IF_ERROR(check_sticky(dir, *a, cred));
+        changed(a->ino);
+        if (Status w = run("DELETE FROM dentries WHERE parent = ? AND name = ?", dir.ino, op.name); !w.ok())
+            return wrote(w);
+        dir.mtime_ns = dir.ctime_ns = now;
+        auto gone = drop_link(std::move(*a), now);
+        if (!gone.ok()) return wrote(gone.status());
+        return gone;
+    }
+
+    // Each delegated operation checks everything before it writes, so one refused changed
+    // nothing and the others go on (no savepoint each: two statements of six). A write that
+    // fails fails the whole batch (`write_failed`): what it had written is rolled back with it.
+    bool write_failed = false;
+    Status wrote(const Status& s) {
+        write_failed = true;
+        return s;
     }
 
     Result<RenameResult> do_rename(const Cred& cred, uint64_t old_parent, const std::string& old_name,
@@ -1006,6 +1159,8 @@ struct MetaShard::Impl {
         auto ar = load_inode(ino);
         if (!ar.ok()) return ar;
         Attr a = std::move(*ar);
+        // The holder of a delegated directory checks permissions in it by its mode and owner.
+        if (a.type == FileType::directory) JOBFS_RETURN_IF_ERROR(check_delegation(ino));
         const bool root = cred.uid == 0;
         const bool owner = owner_or_root(a, cred);
         int64_t now = now_ns();
@@ -2055,6 +2210,90 @@ Result<Counts> MetaShard::counts() {
     auto applied = impl_->count("SELECT count(*) FROM applied");
     if (!applied.ok()) return impl_->with_op(applied.status());
     return Counts{*inodes, *dentries, *applied};
+}
+
+// ---- directory delegations -------------------------------------------------------------------
+
+uint64_t MetaShard::recall_dir() { return t_recall_dir; }
+uint64_t MetaShard::recall_token() { return t_recall_token; }
+
+Result<MetaShard::Delegation> MetaShard::delegate_dir(const Cred& cred, uint64_t dir, uint64_t token,
+                                                      uint32_t max_entries, uint32_t inos) {
+    JOBFS_META_OP("delegate " + ino_str(dir));
+    return impl_->transact([&] { return impl_->do_delegate(cred, dir, token, max_entries, inos); });
+}
+
+Result<MetaShard::DirOpsResult> MetaShard::dir_ops(const Cred& cred, uint64_t dir, uint64_t token,
+                                                   std::span<const DirOp> ops, bool release, uint32_t more_inos) {
+    JOBFS_META_OP("delegated operations in " + ino_str(dir));
+    return impl_->transact([&]() -> Result<DirOpsResult> {
+        auto holder = impl_->delegation_of(dir);
+        if (!holder.ok()) return holder.status();
+        if (*holder != token || token == 0)
+            return impl_->fail(Code::busy, "the delegation of directory " + ino_str(dir) + " has ended");
+        const Impl::ActingAs acting(*impl_, token);
+        auto d = impl_->load_dir(dir);
+        if (!d.ok()) return d.status();
+        Attr dir_attr = std::move(*d);
+        JOBFS_RETURN_IF_ERROR(impl_->need(dir_attr, cred, kMayExec | kMayWrite));
+        auto next = impl_->meta_value("next_seq");
+        if (!next.ok()) return next.status();
+        const Attr dir_before = dir_attr;
+        const int64_t now = now_ns();
+        DirOpsResult out;
+        out.outcomes.reserve(ops.size());
+        impl_->write_failed = false;
+        for (const DirOp& op : ops) {
+            Result<UnlinkResult> r = Status(Code::invalid, "unset");
+            if (op.kind == kDirOpCreate) {
+                auto a = impl_->do_create_delegated(cred, dir_attr, uint64_t(*next), op);
+                if (a.ok()) r = UnlinkResult{std::move(*a), false};
+                else r = a.status();
+            } else if (op.kind == kDirOpUnlink) {
+                r = impl_->do_unlink_delegated(cred, dir_attr, op, now);
+            } else {
+                r = impl_->fail(Code::invalid, "delegated operation " + std::to_string(op.kind));
+            }
+            if (!r.ok()) {
+                if (impl_->write_failed || sqlite3_get_autocommit(impl_->db)) return impl_->with_op(r.status());
+                const std::string what = (op.kind == kDirOpCreate ? "create " : "unlink ") + in(op.name, dir);
+                r = Status(r.status().code(), what + ": " + r.status().message());
+            }
+            out.outcomes.push_back(std::move(r));
+        }
+        if (dir_attr.mtime_ns != dir_before.mtime_ns) JOBFS_RETURN_IF_ERROR(impl_->store_inode(dir_attr));
+        impl_->op = "delegated operations in " + ino_str(dir);
+        if (more_inos) {
+            auto range = impl_->reserve_inos(more_inos);
+            if (!range.ok()) return range.status();
+            out.ino_first = range->first;
+            out.ino_count = range->second;
+        }
+        if (release) JOBFS_RETURN_IF_ERROR(impl_->run("DELETE FROM dir_delegations WHERE dir = ?", dir));
+        return out;
+    });
+}
+
+Status MetaShard::end_delegation(uint64_t dir, uint64_t token) {
+    JOBFS_META_OP("end the delegation of " + ino_str(dir));
+    return impl_->transact([&]() -> Status {
+        if (token == 0) return impl_->run("DELETE FROM dir_delegations WHERE dir = ?", dir);
+        return impl_->run("DELETE FROM dir_delegations WHERE dir = ? AND token = ?", dir, token);
+    });
+}
+
+Result<std::vector<std::pair<uint64_t, uint64_t>>> MetaShard::delegations() {
+    JOBFS_META_OP("delegations of shard " + std::to_string(shard_id_));
+    auto st = impl_->query("SELECT dir, token FROM dir_delegations");
+    if (!st.ok()) return impl_->with_op(st.status());
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (;;) {
+        auto row = st->step();
+        if (!row.ok()) return impl_->with_op(row.status());
+        if (!*row) break;
+        out.emplace_back(st->u64(0), st->u64(1));
+    }
+    return out;
 }
 
 // ---- replication ---------------------------------------------------------------------------

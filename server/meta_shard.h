@@ -359,6 +359,53 @@ public:
 
     Result<Counts> counts();
 
+    // ---- directory delegations (daemon_protocol.h, server/dir_delegations.h) ----------------
+    // While a directory is delegated (a row of dir_delegations, replicated with the shard),
+    // every operation that reads or changes its entries, removes it, or changes its attributes
+    // fails with Code::recall and changes nothing, unless it acts under the delegation's own
+    // token (delegate_dir, dir_ops): the daemon recalls the delegation, then runs it again.
+    struct Delegation {
+        Attr dir;
+        std::vector<DirEntry> entries; // every entry
+        uint64_t ino_first = 0;        // inode numbers reserved for the holder's new files
+        uint32_t ino_count = 0;
+        Layout layout;                 // of files made in dir (its default, else the shard's)
+    };
+    // Delegates dir to `token` (write and search permission needed; a sticky directory only to
+    // its owner or root), unless it has more than max_entries entries (too_large). Every
+    // lease on an entry in dir is recalled (ChangeObserver::dir_access).
+    Result<Delegation> delegate_dir(const Cred& cred, uint64_t dir, uint64_t token, uint32_t max_entries,
+                                    uint32_t inos);
+    static constexpr uint8_t kDirOpCreate = 1, kDirOpUnlink = 2;
+    struct DirOp {
+        uint8_t kind = 0;
+        std::string name;
+        uint64_t ino = 0;    // create: the new file's (from a range the holder was given)
+        uint32_t mode = 0;   // create
+        int64_t time_ns = 0; // create: its times (0: now)
+    };
+    struct DirOpsResult {
+        std::vector<Result<UnlinkResult>> outcomes; // the file made, or what the unlink did
+        uint64_t ino_first = 0; // more_inos: another range
+        uint32_t ino_count = 0;
+    };
+    // The holder's operations in dir, in order, in one transaction: each as create (exclusive)
+    // or unlink alone would make it, with an outcome each (as rename_in_dir). One already made
+    // (the batch asked again after a failover) is not made twice: a create that finds its own
+    // inode under its name, an unlink that finds the name gone or naming another inode, are
+    // done. busy, and nothing made, when `token` does not hold dir. release: the delegation
+    // ends with them.
+    Result<DirOpsResult> dir_ops(const Cred& cred, uint64_t dir, uint64_t token, std::span<const DirOp> ops,
+                                 bool release, uint32_t more_inos);
+    // Ends dir's delegation if `token` holds it (0: whoever does); ok when none does.
+    Status end_delegation(uint64_t dir, uint64_t token);
+    // Every delegation recorded: (dir, token).
+    Result<std::vector<std::pair<uint64_t, uint64_t>>> delegations();
+    // The directory whose delegation the last operation on this thread that failed with
+    // Code::recall met.
+    static uint64_t recall_dir();
+    static uint64_t recall_token(); // the token that holds it
+
     // ---- replication of the shard (docs/replication.md, "Metadata shards") ---------------
     // A replica's place in the shard's stream of changes: changesets are numbered (seq, one
     // per committed transaction that changed something) and stamped with the term (the chain

@@ -170,9 +170,16 @@ struct DaemonStatsResponse {
     uint64_t leases_granted = 0;
     uint64_t lease_recalls = 0;
     uint64_t lease_recall_failures = 0;
+    // Directory delegations (server/dir_delegations.h): known now, granted, DirRecall calls
+    // sent, holders that did not answer one (waited out).
+    uint64_t delegations_held = 0;
+    uint64_t delegations_granted = 0;
+    uint64_t delegation_recalls = 0;
+    uint64_t delegation_recall_failures = 0;
     JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes,
                  heartbeats_sent, shm_forward_bytes, shm_connections, leases_held, leases_granted, lease_recalls,
-                 lease_recall_failures)
+                 lease_recall_failures, delegations_held, delegations_granted, delegation_recalls,
+                 delegation_recall_failures)
 };
 
 // A daemon's UCX worker address, for a daemon of its node to connect to it by address, which
@@ -589,6 +596,70 @@ struct RenameLockRequest {
     JOBFS_FIELDS(token)
 };
 
+// Directory delegations (server/dir_delegations.h, client/dir_delegation.h). A client making
+// or removing many files in one directory asks for it (DelegateDir) and gets its every entry:
+// while it holds the delegation, nothing else reads or changes the directory's entries, or
+// removes or chmods the directory, before the daemon recalled it (DirRecall, daemon to client
+// on the connection it was granted on). So the client answers creates and unlinks there
+// itself (exists, not_found) and sends them in batches (DirOps), as CephFS's asynchronous
+// directory operations do; new files take inode numbers reserved for it.
+constexpr uint32_t kMaxDelegatedEntries = 65536; // a larger directory is not delegated (too_large)
+constexpr uint32_t kMaxDirOps = 4096;            // operations per DirOps
+constexpr uint32_t kDelegatedInos = 4096;        // inode numbers reserved per grant or refill
+
+struct DelegateRequest {
+    Cred cred;      // needs write and search permission on dir (sticky: its owner or root)
+    uint64_t dir = 0;
+    uint64_t token = 0; // the holder's name for this delegation (random, not 0)
+    JOBFS_FIELDS(cred, dir, token)
+};
+struct DelegateResponse {
+    Attr dir;
+    std::vector<DirEntry> entries; // every entry of dir
+    uint64_t ino_first = 0;        // inode numbers [ino_first, ino_first + ino_count) are the holder's
+    uint32_t ino_count = 0;
+    uint32_t chunk_size = 0;       // the layout of files made in dir
+    uint32_t stripe_count = 0;
+    uint32_t replicas = 0;
+    uint32_t lease_ms = 0;         // the delegation ends this long after the last DirOps (or grant)
+    JOBFS_FIELDS(dir, entries, ino_first, ino_count, chunk_size, stripe_count, replicas, lease_ms)
+};
+struct DirOp {
+    uint8_t kind = 0;    // 1 create (exclusive), 2 unlink
+    std::string name;
+    uint64_t ino = 0;    // create: the new file's number (from the holder's range); unlink: the entry's
+    uint32_t mode = 0;   // create
+    int64_t time_ns = 0; // create: its times, as the holder told its caller
+    JOBFS_FIELDS(kind, name, ino, mode, time_ns)
+};
+struct DirOpsRequest {
+    Cred cred;
+    uint64_t dir = 0;
+    uint64_t token = 0;
+    std::vector<DirOp> ops;  // applied in order, in one transaction
+    bool release = false;    // the delegation ends with them
+    bool more_inos = false;  // reserve another range of inode numbers
+    JOBFS_FIELDS(cred, dir, token, ops, release, more_inos)
+};
+struct DirOpOutcome {
+    int32_t code = 0;     // a Code; 0: done
+    std::string message;
+    Attr attr;            // the file made; for an unlink of a file's last link, the file (else only ino)
+    bool last_link = false; // unlink: the inode went with it
+    JOBFS_FIELDS(code, message, attr, last_link)
+};
+struct DirOpsResponse {
+    std::vector<DirOpOutcome> outcomes; // one per op, in order
+    uint64_t ino_first = 0;             // more_inos: the new range
+    uint32_t ino_count = 0;
+    JOBFS_FIELDS(outcomes, ino_first, ino_count)
+};
+struct DirRecallRequest {
+    uint64_t dir = 0;
+    uint64_t token = 0;
+    JOBFS_FIELDS(dir, token)
+};
+
 JOBFS_RPC(Getattr, 48, InoRequest, Attr);
 JOBFS_RPC(Lookup, 49, NameRequest, Attr);
 JOBFS_RPC(Create, 50, CreateRequest, Attr);
@@ -621,6 +692,12 @@ JOBFS_RPC(LeaseRecall, 71, LeaseRecallRequest, Empty);
 // holder that just went would otherwise hold the next change of its files up until its
 // leases end: its connection's failure may be a partition, which the daemon cannot tell).
 JOBFS_RPC(LeaseRelease, 72, Empty, Empty);
+JOBFS_RPC(DelegateDir, 73, DelegateRequest, DelegateResponse);
+// Fails as a whole with `busy` when the delegation has ended (recalled and waited out): then
+// none of the operations was made.
+JOBFS_RPC(DirOps, 74, DirOpsRequest, DirOpsResponse);
+// Daemon to client: send what you hold back for dir (DirOps with release), then answer.
+JOBFS_RPC(DirRecall, 75, DirRecallRequest, Empty);
 JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
 JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
 JOBFS_RPC(PeerLookupDentry, 82, NameRequest, DirEntry);

@@ -36,6 +36,7 @@ constexpr CodeInfo kCodes[] = {
     {Code::range, "range", ERANGE},
     {Code::no_data, "no_data", ENODATA},
     {Code::again, "again", EAGAIN},
+    {Code::recall, "recall", EAGAIN},
     {Code::timeout, "timeout", ETIMEDOUT},
     {Code::peer_gone, "peer_gone", ENOTCONN},
     {Code::refused, "refused", ECONNREFUSED},

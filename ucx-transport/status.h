@@ -37,6 +37,9 @@ enum class Code : int32_t {
     range = 19,            // ERANGE
     no_data = 20,          // ENODATA (missing xattr)
     again = 21,            // EAGAIN
+    // Inside a daemon only: the operation met a directory delegated to a client, which must
+    // be recalled before it runs again (server/dir_delegations.h). Never sent to a client.
+    recall = 22,           // EAGAIN
     // Transport outcomes.
     timeout = 100,         // ETIMEDOUT: no answer within the request's deadline
     peer_gone = 101,       // ENOTCONN: the connection broke (peer died, reset)
