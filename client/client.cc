@@ -1,6 +1,8 @@
 #include "client/meta_call.h"
 #include "client/client.h"
 
+#include "log.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <unistd.h>
@@ -85,6 +87,14 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
                 transport::rpc::reply<proto::LeaseRecall>(call, proto::Empty{});
             });
     }
+    if (options.dir_delegation) {
+        Client* self = c.get();
+        c->deleg_ = std::make_shared<DirDelegations>(c->cred_, options.dir_delegation_flush_delay, [self](const proto::Attr& gone) {
+            Status s = self->release_data(gone, "inode " + std::to_string(gone.ino));
+            if (!s.ok()) JOBFS_WARN("%s", s.to_string().c_str());
+        });
+        DirDelegations::serve_recalls(*c->worker_, c->deleg_);
+    }
     auto eps = connect_daemons(*c->worker_, cluster);
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
@@ -94,11 +104,13 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
                                       options.local_reads ? std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size()))
                                                           : nullptr);
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(WriteBehind::kWriterThreads);
+    if (c->deleg_) c->deleg_->start(*c->io_);
     return c;
 }
 
 Client::~Client() {
     if (writers_) writers_->join(); // every queued write runs, while io_ still exists
+    deleg_.reset();                  // delegated operations are sent, delegations given back
     if (attr_cache_) {
         // Leases end here: daemons need not wait for them to run out before the next change
         // of these files (a killed process's leases are waited out: at most attr-lease-ms).
@@ -182,7 +194,7 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
     if (depth > kMaxSymlinkDepth) return Status(Code::loop, "too many levels of symbolic links");
     auto parts = components(path);
     if (!parts.ok()) return parts.status();
-    if (parts->empty()) return meta_call<proto::Getattr>(*io_, kRoot, proto::InoRequest{kRoot});
+    if (parts->empty()) return meta<proto::Getattr>(kRoot, proto::InoRequest{kRoot});
     // The root is always directory 1; a cached directory on the way lets the walk start there.
     proto::Attr cur;
     cur.ino = kRoot;
@@ -201,7 +213,7 @@ Result<proto::Attr> Client::walk(const std::string& path, bool follow_last, int 
         if (cur.type != 2) return Status(Code::not_dir, walked + " is not a directory");
         const bool last_part = i + 1 == parts->size();
         auto next = last_part ? lookup_entry(cur.ino, name)
-                              : meta_call<proto::Lookup>(*io_, cur.ino, proto::NameRequest{cred_, cur.ino, name});
+                              : meta<proto::Lookup>(cur.ino, proto::NameRequest{cred_, cur.ino, name});
         if (!next.ok()) {
             if (start > 0 && stale(next.status())) {
                 // The cached directory may be gone: ask again from the root.
@@ -236,12 +248,12 @@ bool Client::leases_refused(const Status& s) {
 
 template <class Leased, class Plain>
 Result<proto::Attr> Client::leased_call(uint64_t dir, const std::string& name, const typename Plain::Request& req) {
-    if (!attr_cache_ || leases_off_) return meta_call<Plain>(*io_, dir, req);
+    if (!attr_cache_ || leases_off_) return meta<Plain>(dir, req);
     const uint64_t epoch = attr_cache_->epoch();
     const auto sent = std::chrono::steady_clock::now(); // the lease counts from before the daemon's
     transport::Endpoint via;
-    auto r = meta_call<Leased>(*io_, dir, req, &via);
-    if (!r.ok() && leases_refused(r.status())) return meta_call<Plain>(*io_, dir, req);
+    auto r = meta<Leased>(dir, req, &via);
+    if (!r.ok() && leases_refused(r.status())) return meta<Plain>(dir, req);
     if (!r.ok()) return r.status();
     if (r->lease_ms)
         attr_cache_->put(dir, name, r->attr, sent + std::chrono::milliseconds(r->lease_ms), via, epoch);
@@ -251,6 +263,8 @@ Result<proto::Attr> Client::leased_call(uint64_t dir, const std::string& name, c
 Result<proto::Attr> Client::lookup_entry(uint64_t dir, const std::string& name) {
     if (attr_cache_ && !leases_off_)
         if (auto a = attr_cache_->get(dir, name)) return *a;
+    if (deleg_)
+        if (auto a = deleg_->lookup(dir, name)) return std::move(*a);
     return leased_call<proto::LookupLeased, proto::Lookup>(dir, name, proto::NameRequest{cred_, dir, name});
 }
 
@@ -310,7 +324,7 @@ Result<proto::Attr> Client::lstat(const std::string& path) {
 
 Result<proto::Attr> Client::mkdir(const std::string& path, uint32_t mode) {
     auto a = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return meta_call<proto::Mkdir>(*io_, dir, proto::MkdirRequest{cred_, dir, name, mode});
+        return meta<proto::Mkdir>(dir, proto::MkdirRequest{cred_, dir, name, mode});
     });
     if (!a.ok()) return with_path(a.status(), "mkdir", path);
     return a;
@@ -318,7 +332,7 @@ Result<proto::Attr> Client::mkdir(const std::string& path, uint32_t mode) {
 
 Status Client::rmdir(const std::string& path) {
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return meta_call<proto::Rmdir>(*io_, dir, proto::NameRequest{cred_, dir, name});
+        return meta<proto::Rmdir>(dir, proto::NameRequest{cred_, dir, name});
     });
     auto parts = components(path);
     if (parts.ok()) dir_cache_forget(joined(*parts, parts->size()));
@@ -327,7 +341,13 @@ Status Client::rmdir(const std::string& path) {
 
 Status Client::unlink(const std::string& path) {
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return meta_call<proto::Unlink>(*io_, dir, proto::NameRequest{cred_, dir, name});
+        if (deleg_)
+            if (auto done = deleg_->unlink(dir, name)) {
+                // Answered here; the data of its last link goes once the daemon made it so.
+                if (!done->ok()) return Result<proto::UnlinkResponse>(*done);
+                return Result<proto::UnlinkResponse>(proto::UnlinkResponse{});
+            }
+        return meta<proto::Unlink>(dir, proto::NameRequest{cred_, dir, name});
     });
     if (!r.ok()) return with_path(r.status(), "unlink", path);
     if (r->last_link && r->attr.type == 1) return release_data(r->attr, path);
@@ -358,7 +378,7 @@ Status Client::rename(const std::string& from, const std::string& to, uint32_t f
         if (!a.ok()) return with_path(a.status(), "rename", from);
         auto b = parent_of(to, &cb, use_cache);
         if (!b.ok()) return with_path(b.status(), "rename to", to);
-        r = meta_call<proto::Rename>(*io_, a->first,
+        r = meta<proto::Rename>(a->first,
                                      proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
         if (r.ok() || !(ca || cb) || !stale(r.status())) break;
         dir_cache_forget("/"); // a cached parent may be gone: walk both from the root
@@ -405,7 +425,7 @@ Result<std::vector<Status>> Client::rename_in_dir(const std::string& dir,
             auto ino = dir_ino(d, &cached, use_cache);
             if (!ino.ok()) return with_path(ino.status(), "rename in", d);
             req.parent = *ino;
-            r = meta_call<proto::RenameInDir>(*io_, *ino, req);
+            r = meta<proto::RenameInDir>(*ino, req);
             // A cached directory removed meanwhile: every entry comes back not found.
             const bool all_stale = r.ok() && std::all_of(r->outcomes.begin(), r->outcomes.end(), [](const auto& o) {
                 return stale_code(static_cast<Code>(o.code));
@@ -458,7 +478,7 @@ Result<std::vector<proto::DirEntry>> Client::list(const std::string& path) {
 
 Result<proto::Attr> Client::symlink(const std::string& target, const std::string& path) {
     auto a = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return meta_call<proto::Symlink>(*io_, dir, proto::SymlinkRequest{cred_, dir, name, target});
+        return meta<proto::Symlink>(dir, proto::SymlinkRequest{cred_, dir, name, target});
     });
     if (!a.ok()) return with_path(a.status(), "symlink", path);
     return a;
@@ -477,7 +497,7 @@ Status Client::truncate(const std::string& path, uint64_t size) {
 Result<proto::Attr> Client::apply_setattr(const proto::Attr& a, proto::SetattrRequest set) {
     set.cred = cred_;
     set.ino = a.ino;
-    auto r = meta_call<proto::Setattr>(*io_, a.ino, set);
+    auto r = meta<proto::Setattr>(a.ino, set);
     if (!r.ok()) return r.status();
     if (set.size && *set.size < a.size) {
         Status s = io_->truncate_chunks(a.ino, Layout{a.chunk_size, a.stripe_count, a.replicas}, a.size, *set.size);
@@ -498,7 +518,7 @@ Result<proto::Attr> Client::link(const std::string& existing, const std::string&
     auto a = walk(existing, false);
     if (!a.ok()) return with_path(a.status(), "link", existing);
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
-        return meta_call<proto::Link>(*io_, dir, proto::LinkRequest{cred_, a->ino, dir, name});
+        return meta<proto::Link>(dir, proto::LinkRequest{cred_, a->ino, dir, name});
     });
     if (!r.ok()) return with_path(r.status(), "link " + existing + " to", path);
     return r;
@@ -514,7 +534,7 @@ Result<std::string> Client::readlink(const std::string& path) {
 Result<std::string> Client::getxattr(const std::string& path, const std::string& name) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "getxattr", path);
-    auto v = meta_call<proto::Getxattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, name, {}, 0});
+    auto v = meta<proto::Getxattr>(a->ino, proto::XattrRequest{cred_, a->ino, name, {}, 0});
     if (!v.ok()) return with_path(v.status(), "getxattr " + name + " of", path);
     return std::move(v->value);
 }
@@ -522,19 +542,19 @@ Result<std::string> Client::getxattr(const std::string& path, const std::string&
 Status Client::setxattr(const std::string& path, const std::string& name, const std::string& value, int flags) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "setxattr", path);
-    auto r = meta_call<proto::Setxattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, name, value, flags});
+    auto r = meta<proto::Setxattr>(a->ino, proto::XattrRequest{cred_, a->ino, name, value, flags});
     return r.ok() ? Status::OK() : with_path(r.status(), "setxattr " + name + " of", path);
 }
 
 Status Client::fsetxattr(File& f, const std::string& name, const std::string& value, int flags) {
-    auto r = meta_call<proto::Setxattr>(*io_, f.ino, proto::XattrRequest{cred_, f.ino, name, value, flags});
+    auto r = meta<proto::Setxattr>(f.ino, proto::XattrRequest{cred_, f.ino, name, value, flags});
     return r.ok() ? Status::OK() : r.status().with_context("setxattr " + name + " of inode " + std::to_string(f.ino));
 }
 
 Result<std::vector<std::string>> Client::listxattr(const std::string& path) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "listxattr", path);
-    auto v = meta_call<proto::Listxattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, {}, {}, 0});
+    auto v = meta<proto::Listxattr>(a->ino, proto::XattrRequest{cred_, a->ino, {}, {}, 0});
     if (!v.ok()) return with_path(v.status(), "listxattr", path);
     return std::move(v->names);
 }
@@ -542,19 +562,19 @@ Result<std::vector<std::string>> Client::listxattr(const std::string& path) {
 Status Client::removexattr(const std::string& path, const std::string& name) {
     auto a = walk(path, true);
     if (!a.ok()) return with_path(a.status(), "removexattr", path);
-    auto r = meta_call<proto::Removexattr>(*io_, a->ino, proto::XattrRequest{cred_, a->ino, name, {}, 0});
+    auto r = meta<proto::Removexattr>(a->ino, proto::XattrRequest{cred_, a->ino, name, {}, 0});
     return r.ok() ? Status::OK() : with_path(r.status(), "removexattr " + name + " of", path);
 }
 
 Result<proto::ReaddirResponse> Client::readdir(uint64_t ino, const std::string& after, uint32_t max) {
-    return meta_call<proto::Readdir>(*io_, ino, proto::ReaddirRequest{cred_, ino, after, max});
+    return meta<proto::Readdir>(ino, proto::ReaddirRequest{cred_, ino, after, max});
 }
 
 Result<proto::Attr> Client::set_layout(const std::string& path, const Layout& layout) {
     auto a = stat(path);
     if (!a.ok()) return a.status();
-    auto r = meta_call<proto::SetLayout>(
-        *io_, a->ino, proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count,
+    auto r = meta<proto::SetLayout>(
+        a->ino, proto::LayoutRequest{cred_, a->ino, static_cast<uint32_t>(layout.chunk_size), layout.stripe_count,
                                         layout.replicas});
     if (!r.ok()) return with_path(r.status(), "set layout of", path);
     return r;
@@ -596,6 +616,8 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
         a = in_parent(path, [&](uint64_t dir, const std::string& name) -> Result<proto::Attr> {
             req.parent = dir;
             req.name = name;
+            if (deleg_ && !init && layout.chunk_size == 0 && layout.stripe_count == 0 && layout.replicas == 0)
+                if (auto made = deleg_->create(dir, name, mode, req.exclusive)) return std::move(*made);
             return leased_call<proto::CreateLeased, proto::Create>(dir, name, req);
         });
     } else {
@@ -615,7 +637,7 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
         req.cred = cred_;
         req.ino = a->ino;
         req.size = 0;
-        auto r = meta_call<proto::Setattr>(*io_, a->ino, req);
+        auto r = meta<proto::Setattr>(a->ino, req);
         if (!r.ok()) return with_path(r.status(), "truncate", path);
         Status s = io_->truncate_chunks(a->ino, f->layout, a->size, 0);
         if (!s.ok()) return with_path(s, "truncate", path);
@@ -643,6 +665,7 @@ Result<uint64_t> Client::append(File& f, std::span<const uint8_t> data) {
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, "file not open for writing");
     if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush()); // this handle's writes come first
     const uint64_t unsettled_end = std::max(f.high_water.load(), f.settling.load());
+    if (deleg_) deleg_->before_request(f.ino); // its create first
     auto at = meta_reserve_append(*io_, f.ino, unsettled_end, data.size());
     if (!at.ok() && at.status().code() == Code::not_found) {
         // Unlinked while open here: nobody else can open it, its end is the one we know.
@@ -676,7 +699,7 @@ Status Client::settle_size(File& f) {
     raise(f.settling, f.high_water.load());
     const uint64_t end = f.high_water.exchange(0);
     raise(f.settling, end);
-    auto r = meta_call<proto::ExtendSize>(*io_, f.ino, proto::ExtendSizeRequest{f.ino, end});
+    auto r = meta<proto::ExtendSize>(f.ino, proto::ExtendSizeRequest{f.ino, end});
     if (!r.ok()) {
         if (r.status().code() == Code::not_found) {
             std::lock_guard lock(open_mu_);
@@ -692,7 +715,25 @@ Status Client::settle_size(File& f) {
     return Status::OK();
 }
 
+Status Client::sync_namespace() {
+    if (!deleg_) return Status::OK();
+    deleg_->barrier();
+    const uint64_t lost = deleg_->stats().lost;
+    const uint64_t before = lost_reported_.exchange(lost);
+    if (lost == before) return Status::OK();
+    return Status(Code::io, std::to_string(lost - before) +
+                                " creates or unlinks in delegated directories were lost (the log names them)");
+}
+
+Status Client::lost_create(File& f) {
+    if (!deleg_) return Status::OK();
+    Status s = deleg_->error_of(f.ino);
+    return s.ok() ? s : s.with_context("the create of inode " + std::to_string(f.ino) + " was lost");
+}
+
 Status Client::fsync(File& f) {
+    if (deleg_) deleg_->barrier(); // its create is at the daemons, or known to have failed
+    JOBFS_RETURN_IF_ERROR(lost_create(f));
     if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush());
     Status s = io_->sync(f.ino, f.layout, f.size());
     if (!s.ok()) return s;
@@ -700,6 +741,8 @@ Status Client::fsync(File& f) {
 }
 
 Status Client::flush(File& f) {
+    if (deleg_) deleg_->barrier();
+    JOBFS_RETURN_IF_ERROR(lost_create(f));
     if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush());
     return settle_size(f);
 }
@@ -723,12 +766,15 @@ Status Client::close(File& f) {
     // An unlinked file has no size to settle any more; its data goes with its last close.
     if (doomed) return last ? io_->remove_file(f.ino) : flushed;
     Status settled = settle_size(f);
-    return flushed.ok() ? settled : flushed;
+    // A delegated create still queued is not waited for (close-to-open holds all the same:
+    // another client's open recalls the directory first); one known to have failed is said.
+    const Status lost = lost_create(f);
+    return !lost.ok() ? lost : flushed.ok() ? settled : flushed;
 }
 
 Result<proto::Attr> Client::fstat(File& f) {
     // Also how pread learns a length others settled: it keeps what it learns.
-    auto a = meta_call<proto::Getattr>(*io_, f.ino, proto::InoRequest{f.ino});
+    auto a = meta<proto::Getattr>(f.ino, proto::InoRequest{f.ino});
     if (!a.ok()) return a.status().with_context("fstat inode " + std::to_string(f.ino));
     f.size_at_open.store(a->size); // the settled size now: others' settled writes, a truncate
     a->size = f.size();
@@ -739,7 +785,7 @@ Status Client::ftruncate(File& f, uint64_t size) {
     const std::string what = "ftruncate inode " + std::to_string(f.ino);
     if ((f.flags & O_ACCMODE) == O_RDONLY) return Status(Code::bad_handle, what + ": file not open for writing");
     if (f.write_behind) JOBFS_RETURN_IF_ERROR(f.write_behind->flush()); // none may land after the cut
-    auto a = meta_call<proto::Getattr>(*io_, f.ino, proto::InoRequest{f.ino});
+    auto a = meta<proto::Getattr>(f.ino, proto::InoRequest{f.ino});
     if (!a.ok()) return a.status().with_context(what);
     a->size = std::max(a->size, f.size()); // this handle's unsettled bytes past `size` go too
     proto::SetattrRequest set;

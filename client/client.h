@@ -24,8 +24,10 @@
 
 #include "client/attr_cache.h"
 #include "client/cluster.h"
+#include "client/dir_delegation.h"
 #include "client/file_io.h"
 #include "client/layout.h"
+#include "client/meta_call.h"
 #include "client/write_behind.h"
 #include "daemon_protocol.h"
 #include "result.h"
@@ -58,6 +60,16 @@ struct ClientOptions {
     // request. Consistency is as without it: the daemon recalls a lease before the inode
     // changes. Off: every stat asks.
     bool attr_cache = true;
+    // Take directories this client makes or removes many files in as delegated, and answer
+    // creates and unlinks there without waiting for the daemons (dir_delegation.h): others
+    // see the same namespace (the daemon recalls the directory first), but what was answered
+    // and not yet sent (milliseconds' worth) is lost if this process dies, and a queued create
+    // the daemon refuses is reported by fsync, flush and close of that file. Off: every
+    // create and unlink asks the daemon.
+    bool dir_delegation = true;
+    // The longest a create or unlink answered in a delegated directory waits before it is sent
+    // (sooner when many are queued, at a barrier, or when the daemon recalls the directory).
+    std::chrono::milliseconds dir_delegation_flush_delay{2};
 };
 
 // What Client::create sets on the file it makes, in the metadata call that makes it.
@@ -137,6 +149,11 @@ public:
     // list() reads a whole directory; this serves iterators that must not hold it all.
     Result<proto::ReaddirResponse> readdir(uint64_t ino, const std::string& after, uint32_t max = 1000);
 
+    // Returns once every create and unlink this client answered itself in a delegated
+    // directory (ClientOptions::dir_delegation) is at the daemons; io if any of those was
+    // lost since the last call (the log says which).
+    Status sync_namespace();
+
     // ---- files ---------------------------------------------------------------------------
     // flags as open(2): O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC. A directory is
     // refused (is_dir): list() reads it.
@@ -179,10 +196,19 @@ public:
     const proto::Cred& cred() const { return cred_; }
     // What the attribute cache did (all zero when it is off).
     AttrCache::Stats attr_cache_stats() const { return attr_cache_ ? attr_cache_->stats() : AttrCache::Stats{}; }
+    // What directory delegations did (all zero when they are off).
+    DirDelegations::Stats delegation_stats() const { return deleg_ ? deleg_->stats() : DirDelegations::Stats{}; }
 
 private:
     Client() = default;
     const transport::Endpoint& at(uint64_t ino) const { return eps_[proto::shard_of(ino) % eps_.size()]; }
+    // A namespace request (meta_call), once this client's delegated operations before it are
+    // at the daemons.
+    template <class Rpc>
+    Result<typename Rpc::Response> meta(uint64_t key, const typename Rpc::Request& req, transport::Endpoint* via = nullptr) {
+        if (deleg_) deleg_->before_request(key);
+        return meta_call<Rpc>(*io_, key, req, via);
+    }
     // Resolves path to its parent directory's inode and the last component; *cached tells
     // whether the directory came from the directory cache.
     Result<std::pair<uint64_t, std::string>> parent_of(const std::string& path, bool* cached = nullptr,
@@ -219,6 +245,8 @@ private:
     // dir/name and everything below it, for each of the names: one pass over the cache.
     void dir_cache_forget_in(const std::string& dir, const std::vector<std::string_view>& names);
     Status settle_size(File& f);
+    // The failure of f's delegated create, if it is known to have failed.
+    Status lost_create(File& f);
     // The data of a file whose last link went: removed now, or at the last close here.
     Status release_data(const proto::Attr& gone, const std::string& path);
     // Sends set for inode a (its state before) and cuts the chunks past a smaller size.
@@ -237,6 +265,10 @@ private:
     std::unique_ptr<transport::Worker> worker_;
     std::vector<transport::Endpoint> eps_;
     std::unique_ptr<FileIO> io_;
+    // Directories delegated here (null when ClientOptions::dir_delegation is off); goes before
+    // io_, which it sends with.
+    std::shared_ptr<DirDelegations> deleg_;
+    std::atomic<uint64_t> lost_reported_{0}; // delegated operations lost, as sync_namespace said
     proto::Cred cred_;
     std::chrono::milliseconds timeout_{30000};
     size_t write_behind_bytes_ = 0;

@@ -10,6 +10,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
 	client/attr_cache.h client/attr_cache.cc \
+	client/dir_delegation.h client/dir_delegation.cc \
 	client/client.h client/client.cc \
 	client/inode_client.h client/inode_client.cc client/meta_call.h \
 	client/scrub.h client/scrub.cc \
@@ -40,11 +41,21 @@ TESTS += tests/unit/client_test
 
 # Chain replication against whole small clusters of real jobfsd processes (3FS-style shapes).
 # Leased attributes: two clients and a stopped holder (tests/helpers/lease_holder) against jobfsd.
+# Directory delegations: libjobfs clients against three real jobfsd processes.
+check_PROGRAMS += tests/unit/dir_delegation_test tests/helpers/dir_holder
+tests_unit_dir_delegation_test_SOURCES = tests/unit/dir_delegation_test.cc tests/unit/two_clients_fixture.h tests/unit/child_process.h tests/unit/child_process.cc
+tests_unit_dir_delegation_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_dir_delegation_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/dir_delegation_test
+tests_helpers_dir_holder_SOURCES = tests/helpers/dir_holder.cc tests/helpers/helper_client.h
+tests_helpers_dir_holder_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
+tests_helpers_dir_holder_LDADD = client/libjobfs_client.la
+
 check_PROGRAMS += tests/unit/attr_lease_test tests/helpers/lease_holder
-tests_unit_attr_lease_test_SOURCES = tests/unit/attr_lease_test.cc tests/unit/child_process.h tests/unit/child_process.cc
+tests_unit_attr_lease_test_SOURCES = tests/unit/attr_lease_test.cc tests/unit/two_clients_fixture.h tests/unit/child_process.h tests/unit/child_process.cc
 tests_unit_attr_lease_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_attr_lease_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
-tests_helpers_lease_holder_SOURCES = tests/helpers/lease_holder.cc
+tests_helpers_lease_holder_SOURCES = tests/helpers/lease_holder.cc tests/helpers/helper_client.h
 tests_helpers_lease_holder_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
 tests_helpers_lease_holder_LDADD = client/libjobfs_client.la
 TESTS += tests/unit/attr_lease_test

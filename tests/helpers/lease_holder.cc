@@ -11,6 +11,7 @@
 #include <string>
 
 #include "client/client.h"
+#include "helper_client.h"
 
 using namespace jobfs;
 
@@ -19,28 +20,15 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: lease_holder CLUSTER_FILE PATH\n");
         return 2;
     }
-    sigset_t usr1;
-    sigemptyset(&usr1);
-    sigaddset(&usr1, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &usr1, nullptr); // before any thread starts: all inherit it
-    auto info = client::read_cluster(argv[1]);
-    if (!info.ok()) {
-        std::fprintf(stderr, "lease_holder: %s\n", info.status().to_string().c_str());
-        return 1;
-    }
-    auto c = client::Client::connect(*info);
-    if (!c.ok()) {
-        std::fprintf(stderr, "lease_holder: %s\n", c.status().to_string().c_str());
-        return 1;
-    }
+    auto c = test::helper_connect("lease_holder", argv[1]);
+    if (!c) return 1;
     for (;;) {
-        auto a = (*c)->stat(argv[2]);
+        auto a = c->stat(argv[2]);
         if (a.ok())
             std::printf("mode %04o size %llu\n", a->mode & 07777, static_cast<unsigned long long>(a->size));
         else
             std::printf("error %s\n", std::string(code_name(a.status().code())).c_str());
         std::fflush(stdout);
-        int sig = 0;
-        if (sigwait(&usr1, &sig) != 0) return 1;
+        if (!test::wait_usr1()) return 1;
     }
 }

@@ -13,8 +13,8 @@
 
 #include "child_process.h"
 #include "client/client.h"
-#include "client/local_cluster.h"
 #include "test_util.h"
+#include "two_clients_fixture.h"
 
 namespace jobfs::client {
 namespace {
@@ -22,37 +22,8 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class AttrLeaseTest : public ::testing::Test {
+class AttrLeaseTest : public test::TwoClients {
 protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/jobfs-lease-XXXXXX";
-        dir = ::mkdtemp(tmpl);
-    }
-    void start(const std::vector<std::string>& args = {}) {
-        LocalClusterOptions o;
-        o.jobfsd = test::build_tree_program("server/jobfsd");
-        o.dir = dir;
-        o.daemons = 3;
-        o.extra_args = args;
-        auto c = LocalCluster::start(o);
-        ASSERT_TRUE(c.ok()) << c.status().to_string();
-        cluster = std::move(*c);
-        a = connect();
-        b = connect();
-        ASSERT_TRUE(a && b);
-    }
-    std::unique_ptr<Client> connect(ClientOptions o = {}) {
-        auto c = Client::connect(cluster->info(), o);
-        EXPECT_TRUE(c.ok()) << c.status().to_string();
-        return c.ok() ? std::move(*c) : nullptr;
-    }
-    void TearDown() override {
-        a.reset();
-        b.reset();
-        cluster.reset();
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
     static Status write(Client& c, const std::string& path, size_t bytes, int flags = O_WRONLY | O_CREAT | O_TRUNC) {
         auto f = c.open(path, flags, 0644);
         if (!f.ok()) return f.status();
@@ -133,9 +104,6 @@ protected:
     // Readers stat a file while a writer changes its mode in a loop (see below).
     void readers_race(const std::vector<std::string>& args);
 
-    std::string dir;
-    std::unique_ptr<LocalCluster> cluster;
-    std::unique_ptr<Client> a, b;
 };
 
 TEST_F(AttrLeaseTest, EveryChangeAnotherClientMakesIsSeenAtOnce) {

@@ -1,0 +1,228 @@
+// dir_delegation_test: directories delegated to a libjobfs client (client/dir_delegation.h,
+// server/dir_delegations.h), against three real jobfsd processes on loopback (LocalCluster).
+// Each case first makes sure the directory really was delegated (the client's counters), so a
+// case that passed through the daemons one request at a time would fail.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "child_process.h"
+#include "client/client.h"
+#include "test_util.h"
+#include "two_clients_fixture.h"
+
+namespace jobfs::client {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class DirDelegationTest : public test::TwoClients {
+protected:
+    static Status create(Client& c, const std::string& path) {
+        auto f = c.open(path, O_WRONLY | O_CREAT | O_EXCL, 0640);
+        if (!f.ok()) return f.status();
+        return c.close(**f);
+    }
+    // Makes n files d/f0… through c, and asserts that c answered them itself.
+    static void create_delegated(Client& c, const std::string& d, int n, int from = 0) {
+        const uint64_t before = c.delegation_stats().ops;
+        for (int i = from; i < from + n; ++i) ASSERT_TRUE(create(c, d + "/f" + std::to_string(i)).ok()) << i;
+        // The first few creates ask the daemon (DirDelegations::kAskAfter), the rest are answered here.
+        EXPECT_GE(c.delegation_stats().ops, before + n - DirDelegations::kAskAfter) << "not delegated";
+    }
+    static std::set<std::string> names(Client& c, const std::string& d) {
+        std::set<std::string> out;
+        auto l = c.list(d);
+        EXPECT_TRUE(l.ok()) << l.status().to_string();
+        if (l.ok())
+            for (auto& e : *l) out.insert(e.name);
+        return out;
+    }
+
+};
+
+// Another client sees every file the holder made, at once: its listing recalls the directory.
+TEST_F(DirDelegationTest, AnotherClientSeesEveryFileAtOnce) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 500);
+    EXPECT_GE(a->delegation_stats().granted, 1u);
+    EXPECT_EQ(names(*b, "/d").size(), 500u);
+    auto s = b->stat("/d/f499");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->mode & 07777, 0640u);
+    EXPECT_EQ(s->size, 0u);
+    EXPECT_GE(a->delegation_stats().recalled, 1u);
+}
+
+// What the holder answered itself follows the daemon's rules: an exclusive create of a name
+// that exists, an unlink of one that does not; and what it made is what the daemon has.
+TEST_F(DirDelegationTest, TheHolderAnswersAsTheDaemonWould) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 20);
+    EXPECT_EQ(create(*a, "/d/f3").code(), Code::exists);
+    EXPECT_EQ(a->unlink("/d/nothing").code(), Code::not_found);
+    ASSERT_TRUE(a->mkdir("/d/sub").ok()); // a request of its own: the delegation is given back first
+    create_delegated(*a, "/d", 20, 100);
+    EXPECT_EQ(a->unlink("/d/sub").code(), Code::is_dir);
+    auto mine = a->stat("/d/f110");
+    ASSERT_TRUE(mine.ok()) << mine.status().to_string();
+    ClientOptions plain;
+    plain.dir_delegation = false;
+    plain.attr_cache = false;
+    auto truth = connect(plain);
+    auto theirs = truth->stat("/d/f110");
+    ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
+    EXPECT_EQ(mine->ino, theirs->ino);
+    EXPECT_EQ(mine->mode, theirs->mode);
+    EXPECT_EQ(mine->uid, theirs->uid);
+    EXPECT_EQ(mine->gid, theirs->gid);
+    EXPECT_EQ(mine->nlink, theirs->nlink);
+    EXPECT_EQ(mine->ctime_ns, theirs->ctime_ns);
+    EXPECT_EQ(mine->chunk_size, theirs->chunk_size);
+}
+
+// A name the holder made and has not sent yet is taken for everyone: another client's
+// exclusive create of it fails, and its unlink of one the holder removed finds nothing.
+TEST_F(DirDelegationTest, AnotherClientsCreateMeetsTheHoldersFiles) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 50);
+    EXPECT_EQ(create(*b, "/d/f49").code(), Code::exists);
+    std::this_thread::sleep_for(DirDelegations::kCooldown + 100ms); // a asks again only after this
+    const uint64_t before = a->delegation_stats().ops;
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(a->unlink("/d/f" + std::to_string(i)).ok()) << i;
+    EXPECT_GT(a->delegation_stats().ops, before) << "the unlinks were not delegated";
+    EXPECT_EQ(b->unlink("/d/f10").code(), Code::not_found);
+    EXPECT_TRUE(names(*b, "/d").empty());
+}
+
+// Removing the directory waits for the holder's files: not empty.
+TEST_F(DirDelegationTest, ADirectoryWithQueuedFilesIsNotEmpty) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 10);
+    EXPECT_EQ(b->rmdir("/d").code(), Code::not_empty);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(a->unlink("/d/f" + std::to_string(i)).ok());
+    EXPECT_TRUE(b->rmdir("/d").ok());
+}
+
+// A chmod of the directory elsewhere recalls it: the holder's next create is judged by the
+// new mode (refused), not by what it was given. (The holder runs as an unprivileged user: root
+// may write anywhere.)
+TEST_F(DirDelegationTest, AChmodOfTheDirectoryEndsTheDelegation) {
+    start();
+    ClientOptions user;
+    user.cred = proto::Cred{4242, 4242, {}};
+    auto u = connect(user);
+    ASSERT_TRUE(u);
+    proto::SetattrRequest open_up;
+    open_up.mode = 0777;
+    ASSERT_TRUE(b->setattr("/", open_up).ok());
+    ASSERT_TRUE(u->mkdir("/d", 0755).ok());
+    create_delegated(*u, "/d", 10);
+    proto::SetattrRequest set;
+    set.mode = 0500;
+    ASSERT_TRUE(b->setattr("/d", set).ok());
+    EXPECT_EQ(create(*u, "/d/late").code(), Code::permission);
+    EXPECT_EQ(names(*b, "/d").size(), 10u);
+}
+
+// A holder that cannot answer (stopped) is waited out for one lease, not forever; what it had
+// answered and not sent never appears, and it says so itself once it runs again: its next
+// sync_namespace and the fsync of a file it made fail (io), not succeed.
+TEST_F(DirDelegationTest, AHolderThatDoesNotAnswerIsWaitedOutAndKnowsItLostItsQueue) {
+    start({"--attr-lease-ms", "2000"});
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    test::ChildProcess holder({test::ChildProcess::beside_test("../helpers/dir_holder"), cluster->descriptor_path(),
+                               "/d", "20"});
+    auto made = holder.read_line(20s);
+    ASSERT_TRUE(made) << "dir_holder said nothing";
+    unsigned delegated = 0;
+    ASSERT_EQ(std::sscanf(made->c_str(), "made 20 delegated %u", &delegated), 1) << *made;
+    ASSERT_GE(delegated, 10u) << *made;
+    holder.signal(SIGSTOP);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto seen = names(*b, "/d"); // recalls; the holder does not answer
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(seen.size(), 20u - delegated) << "only what the holder asked the daemon for is there";
+    EXPECT_FALSE(seen.count("h19"));
+    EXPECT_LT(waited, 10s) << "a holder that does not answer was waited for longer than its lease";
+    EXPECT_TRUE(create(*b, "/d/h19").ok()); // the name is free
+    holder.signal(SIGCONT);
+    holder.signal(SIGUSR1);
+    auto sync = holder.read_line(30s);
+    auto fsync = holder.read_line(30s);
+    EXPECT_EQ(sync.value_or("(nothing)"), "sync io");
+    EXPECT_EQ(fsync.value_or("(nothing)"), "fsync io");
+    EXPECT_EQ(names(*b, "/d").size(), 20u - delegated + 1);
+}
+
+// Sizes written to files the holder made are there for others after close.
+TEST_F(DirDelegationTest, DataWrittenToADelegatedCreateIsRead) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 10);
+    auto f = a->open("/d/data", O_WRONLY | O_CREAT | O_EXCL, 0644);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    std::vector<uint8_t> bytes(100000, 0x3c);
+    ASSERT_TRUE(a->pwrite(**f, 0, bytes).ok());
+    ASSERT_TRUE(a->close(**f).ok());
+    auto s = b->stat("/d/data");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->size, bytes.size());
+    auto g = b->open("/d/data", O_RDONLY);
+    ASSERT_TRUE(g.ok());
+    std::vector<uint8_t> back(bytes.size());
+    auto n = b->pread(**g, 0, back);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, bytes.size());
+    EXPECT_EQ(back, bytes);
+    ASSERT_TRUE(b->close(**g).ok());
+    ASSERT_TRUE(a->unlink("/d/data").ok()); // data removed with the queued unlink
+}
+
+// Many threads of one client, and a second client looking in now and then: nothing is lost
+// and no name is made twice.
+TEST_F(DirDelegationTest, ThreadsAndAnotherClientAgree) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    std::atomic<int> failures{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([&, t] {
+            for (int i = t; i < 2000; i += 4)
+                if (!create(*a, "/d/f" + std::to_string(i)).ok()) ++failures;
+        });
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (a->delegation_stats().ops == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+    for (int k = 0; k < 5; ++k) {
+        std::this_thread::sleep_for(20ms);
+        (void)names(*b, "/d");
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(names(*b, "/d").size(), 2000u);
+    EXPECT_GT(a->delegation_stats().ops, 0u);
+}
+
+// A client that goes away sends what it queued first.
+TEST_F(DirDelegationTest, AClientThatDisconnectsSendsItsQueueFirst) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 300);
+    a.reset();
+    EXPECT_EQ(names(*b, "/d").size(), 300u);
+}
+
+} // namespace
+} // namespace jobfs::client
