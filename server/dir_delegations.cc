@@ -36,8 +36,6 @@ void DirDelegations::released(uint64_t dir, uint64_t token) {
 }
 
 void DirDelegations::recall(uint64_t dir, uint64_t token, std::function<void()> done) {
-    std::optional<transport::Endpoint> holder;
-    Clock::time_point until;
     {
         std::lock_guard lock(mu_);
         if (stopping_) {
@@ -47,7 +45,8 @@ void DirDelegations::recall(uint64_t dir, uint64_t token, std::function<void()> 
         auto [it, fresh] = held_.try_emplace(dir);
         Held& h = it->second;
         if (fresh || h.token != token) {
-            // Granted by a primary before this daemon (or stale here): its holder is unknown.
+            // Granted by a primary before this daemon (or stale here): its holder is unknown
+            // until it renews here.
             if (h.recalling) {
                 h.waiters.push_back(std::move(done)); // the recall out ends it, then it runs again
                 return;
@@ -59,17 +58,37 @@ void DirDelegations::recall(uint64_t dir, uint64_t token, std::function<void()> 
         h.waiters.push_back(std::move(done));
         if (h.recalling) return;
         h.recalling = true;
-        holder = h.holder;
-        until = h.until;
-        if (holder) ++st_recalls_;
     }
-    if (!holder || !holder->health().ok()) return finish_at(dir, token, until);
+    pursue(dir, token);
+}
+
+// Asks the holder (once per connection it is known on), or waits for its lease to end; a
+// holder that renewed meanwhile (a DirOps: it is alive, perhaps on a new connection after a
+// failover) is asked again rather than cut off.
+void DirDelegations::pursue(uint64_t dir, uint64_t token) {
+    std::optional<transport::Endpoint> ask;
+    Clock::time_point until;
+    {
+        std::lock_guard lock(mu_);
+        auto it = held_.find(dir);
+        if (it == held_.end() || it->second.token != token) return; // ended meanwhile
+        Held& h = it->second;
+        until = h.until;
+        if (h.holder && h.holder->health().ok() && !(h.asked && *h.asked == *h.holder)) {
+            ask = h.holder;
+            h.asked = h.holder;
+            ++st_recalls_;
+        }
+    }
+    if (!ask) {
+        if (Clock::now() >= until) return finish(dir, token);
+        return pursue_at(dir, token, until);
+    }
     transport::CallOptions o;
     o.timeout = std::max(kMinRecallTimeout, std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()));
     std::weak_ptr<DirDelegations> wk = weak_from_this();
     transport::rpc::call_async<proto::DirRecall>(
-        *holder, proto::DirRecallRequest{dir, token}, o,
-        [wk, dir, token, until, who = holder->peer()](Result<proto::Empty> r, size_t) {
+        *ask, proto::DirRecallRequest{dir, token}, o, [wk, dir, token, who = ask->peer()](Result<proto::Empty> r, size_t) {
             auto self = wk.lock();
             if (!self) return;
             if (r.ok()) return self->finish(dir, token);
@@ -79,12 +98,11 @@ void DirDelegations::recall(uint64_t dir, uint64_t token, std::function<void()> 
                 std::lock_guard lock(self->mu_);
                 ++self->st_recall_failures_;
             }
-            self->finish_at(dir, token, until);
+            self->pursue(dir, token);
         });
 }
 
-void DirDelegations::finish_at(uint64_t dir, uint64_t token, Clock::time_point when) {
-    if (when <= Clock::now()) return finish(dir, token);
+void DirDelegations::pursue_at(uint64_t dir, uint64_t token, Clock::time_point when) {
     auto timer = std::make_shared<boost::asio::steady_timer>(pool_, when);
     {
         std::lock_guard lock(mu_);
@@ -93,8 +111,9 @@ void DirDelegations::finish_at(uint64_t dir, uint64_t token, Clock::time_point w
                       timers_.end());
         timers_.push_back(timer);
     }
-    timer->async_wait([self = shared_from_this(), timer, dir, token](const boost::system::error_code&) {
-        self->finish(dir, token);
+    timer->async_wait([self = shared_from_this(), timer, dir, token](const boost::system::error_code& ec) {
+        if (ec) return self->finish(dir, token); // cancelled: the daemon stops
+        self->pursue(dir, token);
     });
 }
 

@@ -14,7 +14,8 @@
 // - A holder that does not answer (dead, cut off) is waited out: its delegation ends one lease
 //   after its last grant or DirOps, as the client counts it from before it asked (so the
 //   holder stops first). A holder this daemon does not know (a delegation recorded by the
-//   primary before it) is waited out from the recall on.
+//   primary before it) is waited out from the recall on, unless it renews meanwhile: then it
+//   is asked on the connection it renewed on.
 // - Then the delegation is ended in the shard by its token (end), and every request waiting
 //   for it runs again, on the pool. A later DirOps with that token is refused (busy).
 //
@@ -79,13 +80,16 @@ private:
     struct Held {
         uint64_t token = 0;
         std::optional<transport::Endpoint> holder;
+        std::optional<transport::Endpoint> asked; // where the recall out was sent
         Clock::time_point until{};
         bool recalling = false;
         std::vector<std::function<void()>> waiters;
     };
     // Ends the delegation in the shard, then hands the waiters back.
     void finish(uint64_t dir, uint64_t token);
-    void finish_at(uint64_t dir, uint64_t token, Clock::time_point when);
+    // The recall's next step: ask the holder, or wait for its lease (pursue_at), or finish.
+    void pursue(uint64_t dir, uint64_t token);
+    void pursue_at(uint64_t dir, uint64_t token, Clock::time_point when);
     void run_all(std::vector<std::function<void()>> fns);
 
     std::atomic<int64_t> lease_ms_;
