@@ -196,6 +196,7 @@ DirDelegations::Dir* DirDelegations::room_locked(std::unique_lock<std::mutex>& l
 }
 
 void DirDelegations::queue_locked(Dir& d, proto::DirOp op) {
+    ++d.answered;
     if (d.queued.empty()) d.queued_since = Clock::now();
     d.queued.push_back(std::move(op));
     d.seqs.push_back(++queued_total_);
@@ -459,11 +460,22 @@ void DirDelegations::send_locked(std::unique_lock<std::mutex>& lock, uint64_t di
 void DirDelegations::forget_locked(uint64_t dir, bool cooldown) {
     auto it = dirs_.find(dir);
     if (it == dirs_.end()) return;
+    // A delegation given back after answering little did not pay for its grant and release
+    // (a file made, then renamed by this client, in a loop): the next one waits, twice as
+    // long each time; one that paid resets the wait.
+    Interest& in = interest_[dir];
+    in.count = 0; // the next one is asked for after kAskAfter operations again
+    if (it->second.answered < kPaysAfter) {
+        in.backoff = std::min(kMaxBackoff, std::max(kCooldown, in.backoff * 2));
+        in.not_before = Clock::now() + in.backoff;
+    } else {
+        in.backoff = std::chrono::milliseconds(0);
+    }
     for (auto& call : it->second.recalls) transport::rpc::reply<proto::DirRecall>(call, proto::Empty{});
     for (const auto& [name, e] : it->second.entries)
         if (e.attr) made_.erase(e.ino);
     dirs_.erase(it);
-    if (cooldown) interest_[dir].not_before = Clock::now() + kCooldown;
+    if (cooldown) in.not_before = std::max(in.not_before, Clock::now() + kCooldown);
 }
 
 } // namespace jobfs::client

@@ -53,6 +53,8 @@ public:
     static constexpr int kAskAfter = 4;                                // creates/unlinks in a directory…
     static constexpr auto kAskWindow = std::chrono::milliseconds(1000); // …within this long
     static constexpr auto kCooldown = std::chrono::milliseconds(500);   // not asked again after a recall or refusal
+    static constexpr uint64_t kPaysAfter = 64;                          // operations a delegation must answer…
+    static constexpr auto kMaxBackoff = std::chrono::milliseconds(8000); // …else the next waits (doubling to this)
     static constexpr size_t kBatch = 256;                              // queued operations that start a send
     static constexpr size_t kMaxQueued = 4 * proto::kMaxDirOps;        // callers wait beyond this per directory
 
@@ -116,12 +118,14 @@ private:
         bool sending = false;
         bool recalled = false;                      // no new operations; release when the queue is sent
         bool voluntary = false;                     // recalled by before_request: no cooldown
+        uint64_t answered = 0;                      // operations answered under it
         std::vector<transport::ServerCall> recalls; // answered once released
     };
     struct Interest {
         int count = 0;
         Clock::time_point since;
         Clock::time_point not_before; // cooldown
+        std::chrono::milliseconds backoff{0}; // after delegations that answered little
         bool asking = false;
         uint64_t asking_token = 0;
     };

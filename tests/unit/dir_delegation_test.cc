@@ -72,6 +72,7 @@ TEST_F(DirDelegationTest, TheHolderAnswersAsTheDaemonWould) {
     EXPECT_EQ(create(*a, "/d/f3").code(), Code::exists);
     EXPECT_EQ(a->unlink("/d/nothing").code(), Code::not_found);
     ASSERT_TRUE(a->mkdir("/d/sub").ok()); // a request of its own: the delegation is given back first
+    std::this_thread::sleep_for(DirDelegations::kCooldown + 100ms); // it answered little: a wait
     create_delegated(*a, "/d", 20, 100);
     EXPECT_EQ(a->unlink("/d/sub").code(), Code::is_dir);
     auto mine = a->stat("/d/f110");
@@ -213,6 +214,41 @@ TEST_F(DirDelegationTest, ThreadsAndAnotherClientAgree) {
     EXPECT_EQ(failures.load(), 0);
     EXPECT_EQ(names(*b, "/d").size(), 2000u);
     EXPECT_GT(a->delegation_stats().ops, 0u);
+}
+
+// A file made and then renamed by the same client, in a loop (write a temporary, rename it
+// into place): each rename gives the delegation back, which did not pay for its grant; the
+// client asks again less and less often instead of every few files.
+TEST_F(DirDelegationTest, MakeThenRenameInALoopDoesNotAskEachTime) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    for (int i = 0; i < 200; ++i) {
+        ASSERT_TRUE(create(*a, "/d/tmp" + std::to_string(i)).ok()) << i;
+        ASSERT_TRUE(a->rename("/d/tmp" + std::to_string(i), "/d/final" + std::to_string(i)).ok()) << i;
+    }
+    EXPECT_EQ(names(*b, "/d").size(), 200u);
+    EXPECT_LE(a->delegation_stats().granted, 4u) << "asked for the directory again and again";
+}
+
+// Replicated metadata: the daemon serving the delegated directory's shard is killed while
+// the holder still has its creates queued (a flush delay of a minute). The delegation is in
+// the shard's database, so the daemon that takes the shard over honours it: the queue is
+// applied there when the holder sends it, and nothing it answered is lost.
+TEST_F(DirDelegationTest, ADelegationOutlivesTheDaemonThatGrantedIt) {
+    start({"--replicas", "2", "--failure-timeout-ms", "800", "--heartbeat-ms", "100"});
+    ClientOptions slow;
+    slow.dir_delegation_flush_delay = std::chrono::minutes(1);
+    auto holder = connect(slow);
+    ASSERT_TRUE(holder);
+    auto d = holder->mkdir("/d");
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    create_delegated(*holder, "/d", 100);
+    // (Queued: nothing is sent before half a lease, 1.5 s, has passed.)
+    cluster->kill(proto::shard_of(d->ino) % 3); // the shard's primary while every daemon serves
+    Status synced = holder->sync_namespace();
+    EXPECT_TRUE(synced.ok()) << synced.to_string();
+    EXPECT_EQ(holder->delegation_stats().lost, 0u);
+    EXPECT_EQ(names(*b, "/d").size(), 100u);
 }
 
 // A client that goes away sends what it queued first.
