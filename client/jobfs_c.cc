@@ -191,6 +191,11 @@ int jobfs_connect(const char* cluster_file, jobfs_t** out) {
                 return fail(EINVAL, std::string("connect: JOBFS_ATTR_CACHE='") + v + "' is not 0 or 1");
             options.attr_cache = *v == '1';
         }
+        if (const char* v = std::getenv("JOBFS_DIR_DELEGATION"); v && *v) {
+            if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+                return fail(EINVAL, std::string("connect: JOBFS_DIR_DELEGATION='") + v + "' is not 0 or 1");
+            options.dir_delegation = *v == '1';
+        }
         auto c = Client::connect(*info, options);
         if (!c.ok()) return fail(c.status().with_context("connect"));
         auto fs = std::make_unique<jobfs_fs>();

@@ -521,6 +521,8 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         w, pool, lz, dd,
         [im](const proto::DelegateRequest& r, const ServerCall& call) -> Result<proto::DelegateResponse> {
             JOBFS_SERVE(r.dir);
+            if (im->delegations->lease().count() <= 0)
+                return Status(Code::unsupported, "directory delegations are off here (attr-lease-ms 0)");
             auto d = sh.delegate_dir(from_wire(r.cred), r.dir, r.token, proto::kMaxDelegatedEntries,
                                      proto::kDelegatedInos);
             if (!d.ok()) return d.status();

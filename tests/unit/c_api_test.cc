@@ -164,12 +164,17 @@ TEST_F(CApiTest, ConnectTakesTuningFromTheEnvironment) {
     EXPECT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), -EINVAL);
     EXPECT_NE(std::strstr(jobfs_last_error(), "JOBFS_ATTR_CACHE"), nullptr) << jobfs_last_error();
     ::setenv("JOBFS_ATTR_CACHE", "0", 1);
+    ::setenv("JOBFS_DIR_DELEGATION", "on", 1);
+    EXPECT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), -EINVAL);
+    EXPECT_NE(std::strstr(jobfs_last_error(), "JOBFS_DIR_DELEGATION"), nullptr) << jobfs_last_error();
+    ::setenv("JOBFS_DIR_DELEGATION", "0", 1);
     ::setenv("JOBFS_WRITE_BEHIND_MIB", "8", 1);
     ::setenv("JOBFS_DIR_CACHE_MS", "0", 1);
     ASSERT_EQ(jobfs_connect(cluster_->descriptor_path().c_str(), &tuned), 0) << jobfs_last_error();
     ::unsetenv("JOBFS_WRITE_BEHIND_MIB");
     ::unsetenv("JOBFS_DIR_CACHE_MS");
     ::unsetenv("JOBFS_ATTR_CACHE");
+    ::unsetenv("JOBFS_DIR_DELEGATION");
     const auto data = pattern(5 << 20, 9);
     jobfs_file_t* f = nullptr;
     ASSERT_EQ(jobfs_open(tuned, p("wb").c_str(), O_RDWR | O_CREAT, 0644, nullptr, &f), 0) << jobfs_last_error();
