@@ -44,17 +44,14 @@ void DirDelegations::recall(uint64_t dir, uint64_t token, std::function<void()> 
         }
         auto [it, fresh] = held_.try_emplace(dir);
         Held& h = it->second;
-        if (fresh || h.token != token) {
+        if (!h.recalling && (fresh || h.token != token)) {
             // Granted by a primary before this daemon (or stale here): its holder is unknown
             // until it renews here.
-            if (h.recalling) {
-                h.waiters.push_back(std::move(done)); // the recall out ends it, then it runs again
-                return;
-            }
             h.token = token;
             h.holder.reset();
             h.until = Clock::now() + lease();
         }
+        // (A recall of another token out: it ends that one, then this request runs again.)
         h.waiters.push_back(std::move(done));
         if (h.recalling) return;
         h.recalling = true;

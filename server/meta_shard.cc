@@ -2276,24 +2276,8 @@ Result<MetaShard::DirOpsResult> MetaShard::dir_ops(const Cred& cred, uint64_t di
 
 Status MetaShard::end_delegation(uint64_t dir, uint64_t token) {
     JOBFS_META_OP("end the delegation of " + ino_str(dir));
-    return impl_->transact([&]() -> Status {
-        if (token == 0) return impl_->run("DELETE FROM dir_delegations WHERE dir = ?", dir);
-        return impl_->run("DELETE FROM dir_delegations WHERE dir = ? AND token = ?", dir, token);
-    });
-}
-
-Result<std::vector<std::pair<uint64_t, uint64_t>>> MetaShard::delegations() {
-    JOBFS_META_OP("delegations of shard " + std::to_string(shard_id_));
-    auto st = impl_->query("SELECT dir, token FROM dir_delegations");
-    if (!st.ok()) return impl_->with_op(st.status());
-    std::vector<std::pair<uint64_t, uint64_t>> out;
-    for (;;) {
-        auto row = st->step();
-        if (!row.ok()) return impl_->with_op(row.status());
-        if (!*row) break;
-        out.emplace_back(st->u64(0), st->u64(1));
-    }
-    return out;
+    return impl_->transact(
+        [&] { return impl_->run("DELETE FROM dir_delegations WHERE dir = ? AND token = ?", dir, token); });
 }
 
 // ---- replication ---------------------------------------------------------------------------

@@ -397,10 +397,8 @@ public:
     // ends with them.
     Result<DirOpsResult> dir_ops(const Cred& cred, uint64_t dir, uint64_t token, std::span<const DirOp> ops,
                                  bool release, uint32_t more_inos);
-    // Ends dir's delegation if `token` holds it (0: whoever does); ok when none does.
+    // Ends dir's delegation if `token` holds it; ok when none does.
     Status end_delegation(uint64_t dir, uint64_t token);
-    // Every delegation recorded: (dir, token).
-    Result<std::vector<std::pair<uint64_t, uint64_t>>> delegations();
     // The directory whose delegation the last operation on this thread that failed with
     // Code::recall met.
     static uint64_t recall_dir();
