@@ -146,9 +146,6 @@ int main(int argc, char** argv) {
     progress("jobfs: directory delegations: " + std::to_string(ds.granted) + " granted, " + std::to_string(ds.ops) +
              " operations answered by the client in " + std::to_string(ds.batches) + " batches, " +
              std::to_string(ds.recalled) + " recalls, " + std::to_string(ds.lost) + " lost");
-    const AttrCache::Stats as = cl.attr_cache_stats();
-    progress("jobfs: attribute cache: " + std::to_string(as.hits) + " hits, " + std::to_string(as.misses) +
-             " misses, " + std::to_string(as.recalled) + " recalled");
     progress("jobfs: create " + std::to_string(int(jobfs_rate[0])) + ", stat " + std::to_string(int(jobfs_rate[1])) +
              ", unlink " + std::to_string(int(jobfs_rate[2])) + " ops/s");
 

@@ -1,14 +1,14 @@
 #include "client/meta_call.h"
 #include "client/client.h"
 
-#include "log.h"
-
 #include <fcntl.h>
 #include <grp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <sstream>
+
+#include "log.h"
 
 namespace jobfs::client {
 

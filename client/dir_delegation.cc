@@ -283,8 +283,8 @@ uint64_t DirDelegations::oldest_locked() const {
 }
 
 void DirDelegations::before_request(uint64_t key) {
-    barrier();
     std::unique_lock lock(mu_);
+    barrier_locked(lock);
     if (auto m = made_.find(key); m != made_.end()) {
         // A file made here, about to change (its size settled, its mode set…): its attributes
         // are the daemon's to tell from now on.
@@ -306,6 +306,10 @@ void DirDelegations::before_request(uint64_t key) {
 
 void DirDelegations::barrier() {
     std::unique_lock lock(mu_);
+    barrier_locked(lock);
+}
+
+void DirDelegations::barrier_locked(std::unique_lock<std::mutex>& lock) {
     const uint64_t target = queued_total_;
     if (oldest_locked() > target) return;
     flush_now_ = true;
@@ -375,9 +379,8 @@ void DirDelegations::send_locked(std::unique_lock<std::mutex>& lock, uint64_t di
     req.token = d.token;
     req.ops.assign(std::make_move_iterator(d.queued.begin()), std::make_move_iterator(d.queued.begin() + n));
     d.queued.erase(d.queued.begin(), d.queued.begin() + n);
-    std::vector<uint64_t> seqs(d.seqs.begin(), d.seqs.begin() + n);
+    d.sending_first = n ? d.seqs.front() : 0;
     d.seqs.erase(d.seqs.begin(), d.seqs.begin() + n);
-    d.sending_first = seqs.empty() ? 0 : seqs.front();
     if (!d.queued.empty()) d.queued_since = Clock::now();
     req.release = release && d.queued.empty();
     req.more_inos = d.want_inos && !req.release;

@@ -115,7 +115,6 @@ private:
         std::vector<uint64_t> seqs;  // each queued operation's number (barrier)
         uint64_t sending_first = 0;  // the first number of the batch on its way (0: none)
         Clock::time_point queued_since;
-        bool sending = false;
         bool recalled = false;                      // no new operations; release when the queue is sent
         bool voluntary = false;                     // recalled by before_request: no cooldown
         uint64_t answered = 0;                      // operations answered under it
@@ -134,6 +133,8 @@ private:
     void recalled(transport::ServerCall call, uint64_t dir, uint64_t token);
     // The number of the oldest operation not applied yet (UINT64_MAX: none).
     uint64_t oldest_locked() const;
+    // barrier with mu_ held (released while it waits).
+    void barrier_locked(std::unique_lock<std::mutex>& lock);
     // The delegated directory, usable for new operations (caller holds mu_), or null.
     Dir* usable_locked(uint64_t dir);
     // Counts an operation in dir and asks for the delegation when they are many; true if it

@@ -5,7 +5,8 @@
 // primary changes when a daemon is lost or comes back: a daemon that does not serve the shard
 // (any more) answers `again`, a lost one does not answer; the call then refreshes the table
 // and asks the new primary, for up to FileIO::kFailoverTimeout; past that only a primary the
-// table names anew is asked (after a call that waited out its deadline on a hung primary). Without replication the shard's own daemon is asked once, as always.
+// table names anew is asked (after a call that waited out its deadline on a hung primary).
+// Without replication the shard's own daemon is asked once, as always.
 //
 // A retried operation may have been applied by the primary that was lost (its answer was what
 // got lost): a create with O_EXCL or a mkdir may then report `exists`, an unlink or a rename
