@@ -925,6 +925,13 @@ struct MetaShard::Impl {
         JOBFS_RETURN_IF_ERROR(need(*dir, cred, kMayWrite | kMayExec));
         if ((dir->mode & S_ISVTX) && !owner_or_root(*dir, cred))
             return fail(Code::not_permitted, "a sticky directory is delegated to its owner only");
+        // An operation of several shards on its entries, between its first and last step
+        // (put_intent): its last step here must not meet the delegation. The asker tries later.
+        auto busy = query("SELECT 1 FROM intents WHERE parent = ? OR new_parent = ? LIMIT 1", dir_ino, dir_ino);
+        if (!busy.ok()) return busy.status();
+        auto in_log = busy->step();
+        if (!in_log.ok()) return in_log.status();
+        if (*in_log) return fail(Code::busy, "directory " + ino_str(dir_ino) + " has an operation of several shards in progress");
         MetaShard::Delegation out;
         auto st = query("SELECT name, ino, type FROM dentries WHERE parent = ? LIMIT ?", dir_ino,
                         int64_t(max_entries) + 1);
@@ -1494,7 +1501,15 @@ struct MetaShard::Impl {
     // replica's sqlite_sequence is not part of any changeset, and a replica that becomes
     // primary must never hand out an id a peer may remember as applied. Databases from before
     // the counter start it past sqlite_sequence.
+    //
+    // Not while a directory the intent changes here is delegated (Code::recall: the request
+    // runs again after the recall): its last step (the old name's removal, the new name's
+    // insertion) would meet the delegation after the point of no return. do_delegate refuses
+    // the other order, a grant while such an intent is in the log.
     Status put_intent(Intent& in) {
+        JOBFS_RETURN_IF_ERROR(check_delegation(in.parent));
+        if (in.new_parent != 0 && in.new_parent != in.parent && shard_of(in.new_parent) == shard_id)
+            JOBFS_RETURN_IF_ERROR(check_delegation(in.new_parent));
         auto next = meta_value_or("next_intent", 0);
         if (!next.ok()) return next.status();
         int64_t id = *next;

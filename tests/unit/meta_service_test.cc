@@ -503,6 +503,80 @@ TEST_F(MetaServiceTest, ConcurrentDirectoryMovesCannotMakeALoop) {
     EXPECT_TRUE(no_intents());
 }
 
+// Directory delegations and operations of several shards. A holder is played by the test's
+// client connection: it answers a recall at once (it holds nothing queued).
+void answer_recalls(transport::Worker& w, std::atomic<int>& recalls) {
+    rpc::serve<proto::DirRecall>(w, [&recalls](transport::ServerCall call, proto::DirRecallRequest&&) {
+        recalls++;
+        rpc::reply<proto::DirRecall>(call, proto::Empty{});
+    });
+}
+
+// A directory delegated while a rename of one of its files to another shard has passed its
+// checks (granted from the coordinator's hook, before the rename logs its intent): the intent
+// is not logged while the directory is delegated; the delegation is recalled and the rename
+// runs again, to its end. (Logged anyway, the rename met the delegation in its last step, the
+// old name's removal, after the new name was in place: EIO, and the file under both names
+// until the intent was re-driven after the delegation ended.)
+TEST_F(MetaServiceTest, ARenameOutOfADirectoryDelegatedMeanwhileRecallsItAndFinishes) {
+    std::atomic<int> recalls{0};
+    answer_recalls(*client, recalls);
+    const auto [a, b] = dirs_on_two_shards();
+    ASSERT_TRUE(create(a, "f").ok());
+    MetaCoordinator& co = daemons[proto::shard_of(a)]->service->coordinator_for_test();
+    std::atomic<int> checked{0};
+    Result<proto::DelegateResponse> granted = Status(Code::internal, "not asked");
+    co.after_rename_checks_for_test = [&] {
+        if (checked.fetch_add(1) == 0) granted = rpc::call<proto::DelegateDir>(at(a), proto::DelegateRequest{kRoot, a, 77});
+    };
+    auto r = rename(a, "f", b, "f");
+    co.after_rename_checks_for_test = nullptr;
+    ASSERT_TRUE(granted.ok()) << granted.status().to_string();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(checked.load(), 2); // checked again after the recall
+    EXPECT_EQ(recalls.load(), 1);
+    EXPECT_TRUE(names(a).empty());
+    EXPECT_EQ(names(b), std::vector<std::string>{"f"});
+    EXPECT_TRUE(no_intents());
+}
+
+// The other order: a rename to another shard has logged its intent and waits for the target's
+// shard (a slow peer), and a client asks for the source directory meanwhile. The grant is
+// refused (EBUSY: the asker tries later) until the rename is done; then it is given. (Granted,
+// the rename's last step met the delegation: EIO, the file under both names.)
+TEST_F(MetaServiceTest, NoDelegationOfADirectoryWhileARenameOfSeveralShardsIsInItsLog) {
+    std::atomic<int> recalls{0};
+    answer_recalls(*client, recalls);
+    const auto [a, b] = dirs_on_two_shards();
+    ASSERT_TRUE(create(a, "f").ok());
+    TestDaemon& coordinator = *daemons[proto::shard_of(a)];
+    // Past its checks, the rename's next call to the target's daemon (its insertion) waits.
+    coordinator.service->coordinator_for_test().after_rename_checks_for_test = [&] {
+        coordinator.block_once = static_cast<int>(proto::shard_of(b));
+    };
+    auto r = std::async(std::launch::async, [&] { return rename(a, "f", b, "f"); });
+    bool logged = false;
+    for (int i = 0; i < 500 && !logged; ++i) {
+        auto l = shard(a).intents();
+        logged = l.ok() && !l->empty();
+        if (!logged) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(logged);
+    auto refused = rpc::call<proto::DelegateDir>(at(a), proto::DelegateRequest{kRoot, a, 77});
+    EXPECT_EQ(refused.status().code(), Code::busy) << refused.status().to_string();
+    coordinator.gate.set_value();
+    auto done = r.get();
+    coordinator.service->coordinator_for_test().after_rename_checks_for_test = nullptr;
+    ASSERT_TRUE(done.ok()) << done.status().to_string();
+    EXPECT_TRUE(names(a).empty());
+    EXPECT_EQ(names(b), std::vector<std::string>{"f"});
+    EXPECT_TRUE(no_intents());
+    auto granted = rpc::call<proto::DelegateDir>(at(a), proto::DelegateRequest{kRoot, a, 78});
+    EXPECT_TRUE(granted.ok()) << granted.status().to_string();
+    EXPECT_EQ(recalls.load(), 0);
+}
+
+
 // ---- crash safety: intents left in the log are finished or undone by resume ---------------
 
 TEST_F(MetaServiceTest, ResumeFinishesARenameLoggedBeforeACrash) {
