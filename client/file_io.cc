@@ -141,7 +141,8 @@ std::vector<uint32_t> chain_ranks(const Chain& c) {
 
 FileIO::FileIO(std::vector<transport::Endpoint> daemons, std::chrono::milliseconds timeout, ReconnectFn reconnect,
                std::shared_ptr<LocalReads> local)
-    : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)), local_(std::move(local)) {}
+    : daemons_(std::move(daemons)), timeout_(timeout), reconnect_(std::move(reconnect)), local_(std::move(local)),
+      stalls_(std::make_unique<StallWatch>([this] { leave_out_offline(); }, kStallAfter, kStallAfter)) {}
 
 transport::Endpoint FileIO::endpoint(uint32_t rank) const {
     {

@@ -33,6 +33,7 @@
 
 #include "client/layout.h"
 #include "client/local_reads.h"
+#include "client/stall_watch.h"
 #include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
@@ -128,6 +129,13 @@ public:
     transport::Endpoint endpoint(uint32_t rank) const;
     void heal(uint32_t rank) const; // reconnects a broken endpoint (blocking), unless offline
 
+    // Registers a metadata call with replicated shards while it waits (client/meta_call.h): one
+    // that waits longer than kStallAfter makes the watcher leave out the daemons the table has
+    // offline (leave_out_offline), every kStallAfter while it waits, so a call to a primary
+    // that hung fails then (peer_gone) and is asked of the new primary, not at its deadline.
+    StallWatch::Watched watch_meta_call() const { return stalls_->watch(); }
+    static constexpr std::chrono::milliseconds kStallAfter{2000};
+
     // How long a write keeps retrying while the daemons take a lost member out of its chains
     // (heartbeats: failure-timeout-ms, 1.5 s by default).
     static constexpr std::chrono::milliseconds kFailoverTimeout{20000};
@@ -181,6 +189,8 @@ private:
     mutable std::mutex table_mu_;
     mutable proto::ChainTable table_;
     mutable bool table_fetched_ = false;
+    // Last: its watcher thread, which calls leave_out_offline, stops before the rest goes.
+    std::unique_ptr<StallWatch> stalls_;
 };
 
 } // namespace jobfs::client

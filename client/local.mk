@@ -13,6 +13,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/dir_delegation.h client/dir_delegation.cc \
 	client/client.h client/client.cc \
 	client/inode_client.h client/inode_client.cc client/meta_call.h \
+	client/stall_watch.h client/stall_watch.cc \
 	client/scrub.h client/scrub.cc \
 	client/local_cluster.h client/local_cluster.cc
 client_libjobfs_client_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(ISAL_CFLAGS)
@@ -24,6 +25,13 @@ tests_unit_file_io_test_SOURCES = tests/unit/file_io_test.cc
 tests_unit_file_io_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_file_io_test_LDADD = client/libjobfs_client.la server/libjobfs_server.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/file_io_test
+
+# The watcher of calls that wait too long (no daemons: its action is the test's).
+check_PROGRAMS += tests/unit/stall_watch_test
+tests_unit_stall_watch_test_SOURCES = tests/unit/stall_watch_test.cc
+tests_unit_stall_watch_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_stall_watch_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/stall_watch_test
 
 # Local reads: a real LocalReadServer and ChunkStore in the test, the reader of client/.
 check_PROGRAMS += tests/unit/local_reads_test

@@ -5,7 +5,10 @@
 // primary changes when a daemon is lost or comes back: a daemon that does not serve the shard
 // (any more) answers `again`, a lost one does not answer; the call then refreshes the table
 // and asks the new primary, for up to FileIO::kFailoverTimeout; past that only a primary the
-// table names anew is asked (after a call that waited out its deadline on a hung primary).
+// table names anew is asked (after a call that waited out its deadline). A primary that hangs
+// does not answer either, but its connection stays up: a call that waits for it longer than
+// FileIO::kStallAfter is watched (FileIO::watch_meta_call), and fails (peer_gone) once the
+// table has the daemon offline, within the failure timeout, not at its 30 s deadline.
 // Without replication the shard's own daemon is asked once, as always.
 //
 // A retried operation may have been applied by the primary that was lost (its answer was what
@@ -35,14 +38,14 @@ Result<typename Rpc::Response> meta_call(const FileIO& io, uint64_t key, const t
     for (;;) {
         const int64_t p = proto::meta_primary(shard, t);
         if (via && p >= 0) *via = io.endpoint(static_cast<uint32_t>(p));
-        Result<typename Rpc::Response> r =
-            p < 0 ? Result<typename Rpc::Response>(
-                        Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(shard)))
-                  : transport::rpc::call<Rpc>(io.endpoint(static_cast<uint32_t>(p)), req);
+        Result<typename Rpc::Response> r = [&]() -> Result<typename Rpc::Response> {
+            if (p < 0) return Status(Code::peer_gone, "no daemon serves metadata shard " + std::to_string(shard));
+            const auto watched = t.meta_replicas > 1 ? io.watch_meta_call() : StallWatch::Watched{};
+            return transport::rpc::call<Rpc>(io.endpoint(static_cast<uint32_t>(p)), req);
+        }();
         if (r.ok() || t.meta_replicas <= 1 || !cured_by_newer_table(r.status().code())) return r;
-        // Past the deadline only a new primary is asked: a call to a hung primary waits for its
-        // whole call deadline (30 s, longer than kFailoverTimeout), while its replica took the
-        // shard over within the failure timeout.
+        // Past the deadline only a new primary is asked: a call may have waited longer than
+        // kFailoverTimeout (a primary that was slow, not offline).
         const bool past = std::chrono::steady_clock::now() >= deadline;
         const Code c = r.status().code();
         if (p >= 0 && (c == Code::peer_gone || c == Code::cancelled || c == Code::refused)) io.heal(static_cast<uint32_t>(p));
