@@ -96,6 +96,12 @@ int jobfs_connect(const char *cluster_file, jobfs_t **out);
 int jobfs_disconnect(jobfs_t *fs);
 /* Number of storage daemons of the file system (> 0), or -EINVAL. */
 int jobfs_daemon_count(const jobfs_t *fs);
+/* Returns once every create and unlink this connection answered itself in a directory
+ * delegated to it (libjobfs(3), "Caching and write behind") is at the daemons: 0, or -EIO if
+ * some were lost since the last call (the daemons took the directory back while this process
+ * did not answer; the log says which). A checkpoint point for namespace changes, as fsync is
+ * for a file's bytes. */
+int jobfs_sync_namespace(jobfs_t *fs);
 /* The message of this thread's last failed call ("" if none failed yet). Valid until the
  * thread's next jobfs call. A successful call leaves it as it is, as with errno. */
 const char *jobfs_last_error(void);

@@ -205,6 +205,14 @@ int jobfs_connect(const char* cluster_file, jobfs_t** out) {
     });
 }
 
+int jobfs_sync_namespace(jobfs_t* fs) {
+    return guarded("sync_namespace", [&]() -> int {
+        JOBFS_CHECK_ARG(fs, "sync_namespace", "NULL connection");
+        Status s = fs->client->sync_namespace();
+        return s.ok() ? 0 : fail(s);
+    });
+}
+
 int jobfs_disconnect(jobfs_t* fs) {
     return guarded("disconnect", [&]() -> int {
         if (!fs) return 0;

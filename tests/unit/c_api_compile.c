@@ -55,6 +55,7 @@ int main(void) {
     check(jobfs_daemon_count(fs) == 3, "three daemons");
     check(jobfs_mkdir(fs, "/c99", 0755) == 0, "mkdir");
     check(jobfs_mkdir(fs, "/c99", 0755) == -EEXIST, "mkdir again is -EEXIST");
+    check(jobfs_sync_namespace(fs) == 0, "sync_namespace");
 
     hint.chunk_size = 1u << 20;
     hint.stripe_count = 2;
