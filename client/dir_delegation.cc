@@ -197,11 +197,14 @@ DirDelegations::Dir* DirDelegations::room_locked(std::unique_lock<std::mutex>& l
 
 void DirDelegations::queue_locked(Dir& d, proto::DirOp op) {
     ++d.answered;
-    if (d.queued.empty()) d.queued_since = Clock::now();
+    // The flusher sleeps until its next deadline, up to kIdleWait while nothing was queued: a
+    // queue that starts must wake it to count the flush delay from now.
+    const bool starts = d.queued.empty();
+    if (starts) d.queued_since = Clock::now();
     d.queued.push_back(std::move(op));
     d.seqs.push_back(++queued_total_);
     ++stats_.ops;
-    if (d.queued.size() >= kBatch) cv_.notify_all();
+    if (starts || d.queued.size() >= kBatch) cv_.notify_all();
 }
 
 std::optional<Result<proto::Attr>> DirDelegations::create(uint64_t dir, const std::string& name, uint32_t mode,
