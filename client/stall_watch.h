@@ -11,7 +11,9 @@
 // call fails with peer_gone, and meta_call asks the new primary (client/meta_call.h).
 //
 // Thread safety: watch() and the guards it returns may be used from any thread but a
-// transport callback. `action` runs on the watcher thread, never under the lock.
+// transport callback. `action` runs on the watcher thread, never under the lock. Like the
+// transport's threads, the watcher does not survive fork(): a process forks before its first
+// watch() (jobfs-fuse forks before it connects; jobfs ckpt lets its connection go first).
 #pragma once
 
 #include <chrono>
