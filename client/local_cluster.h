@@ -55,7 +55,8 @@ private:
     Result<int> spawn(uint32_t rank);
 };
 
-// A loopback TCP port that binds now, below the kernel's ephemeral range (see the .cc).
+// A loopback TCP port that binds now, below the kernel's ephemeral range (see the .cc), and
+// none of the last 1024 this process was given. Thread-safe.
 Result<uint16_t> pick_free_port();
 
 // A random job secret (32 hex digits from the kernel's random source).
