@@ -926,10 +926,8 @@ struct MetaShard::Impl {
         if ((dir->mode & S_ISVTX) && !owner_or_root(*dir, cred))
             return fail(Code::not_permitted, "a sticky directory is delegated to its owner only");
         // An operation of several shards on its entries, between its first and last step
-        // (put_intent): its last step here must not meet the delegation. The asker tries later.
-        auto busy = query("SELECT 1 FROM intents WHERE parent = ? OR new_parent = ? LIMIT 1", dir_ino, dir_ino);
-        if (!busy.ok()) return busy.status();
-        auto in_log = busy->step();
+        // (intent_begin): its last step here must not meet the delegation. The asker tries later.
+        auto in_log = count("SELECT count(*) FROM intents WHERE parent = ? OR new_parent = ?", dir_ino, dir_ino);
         if (!in_log.ok()) return in_log.status();
         if (*in_log) return fail(Code::busy, "directory " + ino_str(dir_ino) + " has an operation of several shards in progress");
         MetaShard::Delegation out;
@@ -1501,15 +1499,7 @@ struct MetaShard::Impl {
     // replica's sqlite_sequence is not part of any changeset, and a replica that becomes
     // primary must never hand out an id a peer may remember as applied. Databases from before
     // the counter start it past sqlite_sequence.
-    //
-    // Not while a directory the intent changes here is delegated (Code::recall: the request
-    // runs again after the recall): its last step (the old name's removal, the new name's
-    // insertion) would meet the delegation after the point of no return. do_delegate refuses
-    // the other order, a grant while such an intent is in the log.
     Status put_intent(Intent& in) {
-        JOBFS_RETURN_IF_ERROR(check_delegation(in.parent));
-        if (in.new_parent != 0 && in.new_parent != in.parent && shard_of(in.new_parent) == shard_id)
-            JOBFS_RETURN_IF_ERROR(check_delegation(in.new_parent));
         auto next = meta_value_or("next_intent", 0);
         if (!next.ok()) return next.status();
         int64_t id = *next;
@@ -1749,8 +1739,9 @@ struct MetaShard::Impl {
         return store_inode(*a);
     }
 
-    Result<uint64_t> count(const char* sql) {
-        auto st = query(sql);
+    template <class... Args>
+    Result<uint64_t> count(const char* sql, const Args&... args) {
+        auto st = query(sql, args...);
         if (!st.ok()) return st.status();
         auto row = st->step();
         if (!row.ok()) return row.status();
@@ -2107,6 +2098,14 @@ Status MetaShard::delete_inode(uint64_t ino) {
 Result<uint64_t> MetaShard::intent_begin(Intent intent) {
     JOBFS_META_OP("log intent " + std::to_string(int(intent.op)) + " for " + in(intent.name, intent.parent));
     return impl_->transact([&]() -> Result<uint64_t> {
+        // Not while a directory the intent changes here is delegated (Code::recall: the
+        // request runs again after the recall): its last step (the old name's removal, the new
+        // name's insertion) would meet the delegation after the point of no return. (An
+        // intent_begin_remove loads its directory, which checks the same.) do_delegate refuses
+        // the other order, a grant while such an intent is in the log.
+        JOBFS_RETURN_IF_ERROR(impl_->check_delegation(intent.parent));
+        if (intent.new_parent != 0 && intent.new_parent != intent.parent && shard_of(intent.new_parent) == shard_id_)
+            JOBFS_RETURN_IF_ERROR(impl_->check_delegation(intent.new_parent));
         JOBFS_RETURN_IF_ERROR(impl_->put_intent(intent));
         return intent.id;
     });
