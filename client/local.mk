@@ -51,7 +51,7 @@ TESTS += tests/unit/client_test
 # Leased attributes: two clients and a stopped holder (tests/helpers/lease_holder) against jobfsd.
 # Directory delegations: libjobfs clients against three real jobfsd processes.
 check_PROGRAMS += tests/unit/dir_delegation_test tests/helpers/dir_holder
-tests_unit_dir_delegation_test_SOURCES = tests/unit/dir_delegation_test.cc tests/unit/two_clients_fixture.h tests/unit/child_process.h tests/unit/child_process.cc
+tests_unit_dir_delegation_test_SOURCES = tests/unit/dir_delegation_test.cc tests/unit/daemon_counts.h tests/unit/two_clients_fixture.h tests/unit/child_process.h tests/unit/child_process.cc
 tests_unit_dir_delegation_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_dir_delegation_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/dir_delegation_test
@@ -92,7 +92,7 @@ pkgconfig_DATA += client/jobfs.pc
 
 # The C API against three real jobfsd processes, through the installed library's interface.
 check_PROGRAMS += tests/unit/c_api_test
-tests_unit_c_api_test_SOURCES = tests/unit/c_api_test.cc tests/unit/test_util.h
+tests_unit_c_api_test_SOURCES = tests/unit/c_api_test.cc tests/unit/test_util.h tests/unit/daemon_counts.h
 tests_unit_c_api_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_c_api_test_LDADD = client/libjobfs.la client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/c_api_test

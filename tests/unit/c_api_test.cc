@@ -21,7 +21,7 @@
 #include "client/client.h"
 #include "client/jobfs.h"
 #include "client/local_cluster.h"
-#include "rpc.h"
+#include "daemon_counts.h"
 #include "test_util.h"
 
 namespace {
@@ -165,15 +165,7 @@ TEST_F(CApiTest, SyncNamespaceReturnsOnceDelegatedCreatesAreAtTheDaemons) {
     ASSERT_TRUE(info.ok()) << info.status().to_string();
     auto counter = jobfs::client::Client::connect(*info);
     ASSERT_TRUE(counter.ok()) << counter.status().to_string();
-    auto inodes = [&] {
-        uint64_t n = 0;
-        for (const auto& ep : (*counter)->daemons()) {
-            auto c = jobfs::transport::rpc::call<jobfs::proto::MetaCounts>(ep, jobfs::proto::Empty{});
-            EXPECT_TRUE(c.ok()) << c.status().to_string();
-            if (c.ok()) n += c->inodes;
-        }
-        return n;
-    };
+    auto inodes = [&] { return jobfs::test::inodes_at_daemons((*counter)->daemons()); };
     const uint64_t before = inodes();
     constexpr int kFiles = 200;
     for (int i = 0; i < kFiles; ++i) {

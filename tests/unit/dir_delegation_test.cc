@@ -15,7 +15,7 @@
 
 #include "child_process.h"
 #include "client/client.h"
-#include "rpc.h"
+#include "daemon_counts.h"
 #include "test_util.h"
 #include "two_clients_fixture.h"
 
@@ -267,15 +267,7 @@ TEST_F(DirDelegationTest, QueuedOperationsReachTheDaemonsWithinTheFlushDelay) {
     ASSERT_TRUE(a->mkdir("/d").ok());
     create_delegated(*a, "/d", 10);
     ASSERT_TRUE(a->sync_namespace().ok());
-    auto inodes = [&] {
-        uint64_t n = 0;
-        for (const auto& ep : b->daemons()) {
-            auto c = transport::rpc::call<proto::MetaCounts>(ep, proto::Empty{});
-            EXPECT_TRUE(c.ok()) << c.status().to_string();
-            if (c.ok()) n += c->inodes;
-        }
-        return n;
-    };
+    auto inodes = [&] { return test::inodes_at_daemons(b->daemons()); };
     for (int round = 1; round <= 5; ++round) {
         const uint64_t before = inodes();
         const uint64_t ops = a->delegation_stats().ops;
