@@ -30,11 +30,6 @@ StallWatch::Watched::~Watched() {
     owner_->calls_.erase(at_);
 }
 
-uint64_t StallWatch::actions() const {
-    std::lock_guard l(mu_);
-    return actions_;
-}
-
 void StallWatch::run() {
     std::unique_lock l(mu_);
     while (!stop_) {
@@ -47,7 +42,6 @@ void StallWatch::run() {
             cv_.wait_until(l, due);
             continue;
         }
-        ++actions_;
         l.unlock();
         action_();
         l.lock();

@@ -50,19 +50,15 @@ public:
     };
     Watched watch();
 
-    // Times `action` ran (tests).
-    uint64_t actions() const;
-
 private:
     void run();
 
     const std::function<void()> action_;
     const std::chrono::milliseconds after_, every_;
-    mutable std::mutex mu_; // guards everything below
+    std::mutex mu_; // guards everything below
     std::condition_variable cv_;
     std::multiset<Clock::time_point> calls_; // when each registered call started
     bool stop_ = false;
-    uint64_t actions_ = 0;
     std::thread thread_; // started by the first watch()
 };
 

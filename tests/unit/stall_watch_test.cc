@@ -31,7 +31,6 @@ TEST(StallWatch, ActsOnlyWhileACallWaitsLongerThanItShould) {
     const int after = ran.load();
     std::this_thread::sleep_for(500ms);
     EXPECT_EQ(ran.load(), after) << "acted after the last call ended";
-    EXPECT_EQ(w.actions(), static_cast<uint64_t>(after));
 }
 
 TEST(StallWatch, AMovedGuardUnregistersOnce) {
