@@ -10,12 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
-#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
-#include <unordered_set>
 
 namespace jobfs::client {
 namespace {
@@ -47,15 +47,15 @@ Result<uint16_t> pick_free_port() {
     // Ports handed out lately are not handed out again: a caller picks a few before its
     // daemons bind any, and two picks of one port (1 in 4,000 for three, seen in CI: two
     // daemons given port 25195) made the daemons refuse their list.
-    static std::mutex mu;
-    static std::deque<uint16_t> recent;
-    static std::unordered_set<uint16_t> recent_set;
     constexpr size_t kRemembered = 1024;
-    static thread_local std::mt19937 rng(std::random_device{}());
+    static std::mutex mu; // guards the three below
+    static std::mt19937 rng(std::random_device{}());
+    static std::array<uint16_t, kRemembered> recent{}; // a ring: the last picks, 0 where none yet
+    static size_t next = 0;
     std::lock_guard lock(mu);
     for (int attempt = 0; attempt < 200; ++attempt) {
         const uint16_t port = static_cast<uint16_t>(20000 + rng() % 12000);
-        if (recent_set.count(port)) continue;
+        if (std::find(recent.begin(), recent.end(), port) != recent.end()) continue;
         int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0) return Status::from_errno(errno, "socket");
         sockaddr_in a{};
@@ -65,12 +65,8 @@ Result<uint16_t> pick_free_port() {
         int rc = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
         ::close(s);
         if (rc != 0) continue;
-        recent.push_back(port);
-        recent_set.insert(port);
-        if (recent.size() > kRemembered) {
-            recent_set.erase(recent.front());
-            recent.pop_front();
-        }
+        recent[next] = port;
+        next = (next + 1) % kRemembered;
         return port;
     }
     return Status(Code::busy, "no free port between 20000 and 32000");
