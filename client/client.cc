@@ -89,7 +89,7 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     }
     if (options.dir_delegation) {
         Client* self = c.get();
-        c->deleg_ = std::make_shared<DirDelegations>(c->cred_, options.dir_delegation_flush_delay, [self](const proto::Attr& gone) {
+        c->deleg_ = std::make_shared<DirDelegations>(options.dir_delegation_flush_delay, [self](const proto::Attr& gone) {
             Status s = self->release_data(gone, "inode " + std::to_string(gone.ino));
             if (!s.ok()) JOBFS_WARN("%s", s.to_string().c_str());
         });
@@ -264,7 +264,7 @@ Result<proto::Attr> Client::lookup_entry(uint64_t dir, const std::string& name) 
     if (attr_cache_ && !leases_off_)
         if (auto a = attr_cache_->get(dir, name)) return *a;
     if (deleg_)
-        if (auto a = deleg_->lookup(dir, name)) return std::move(*a);
+        if (auto a = deleg_->lookup(cred_, dir, name)) return std::move(*a);
     return leased_call<proto::LookupLeased, proto::Lookup>(dir, name, proto::NameRequest{cred_, dir, name});
 }
 
@@ -341,8 +341,14 @@ Status Client::rmdir(const std::string& path) {
 
 Status Client::unlink(const std::string& path) {
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
+        // Not answered here for a file open here: its close must know at once that the last
+        // link went (release_data), not race the batch that takes the unlink to the daemon.
+        const auto open_here = [this](uint64_t ino) {
+            std::lock_guard lock(open_mu_);
+            return open_count_.count(ino) != 0;
+        };
         if (deleg_)
-            if (auto done = deleg_->unlink(dir, name)) {
+            if (auto done = deleg_->unlink(cred_, dir, name, open_here)) {
                 // Answered here; the data of its last link goes once the daemon made it so.
                 if (!done->ok()) return Result<proto::UnlinkResponse>(*done);
                 return Result<proto::UnlinkResponse>(proto::UnlinkResponse{});
@@ -617,7 +623,7 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
             req.parent = dir;
             req.name = name;
             if (deleg_ && !init && layout.chunk_size == 0 && layout.stripe_count == 0 && layout.replicas == 0)
-                if (auto made = deleg_->create(dir, name, mode, req.exclusive)) return std::move(*made);
+                if (auto made = deleg_->create(cred_, dir, name, mode, req.exclusive)) return std::move(*made);
             return leased_call<proto::CreateLeased, proto::Create>(dir, name, req);
         });
     } else {

@@ -25,6 +25,10 @@ int64_t now_ns() {
     return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+bool same_cred(const proto::Cred& a, const proto::Cred& b) {
+    return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
+}
+
 bool in_group(const proto::Cred& c, uint32_t g) {
     return g == c.gid || std::find(c.groups.begin(), c.groups.end(), g) != c.groups.end();
 }
@@ -59,8 +63,8 @@ uint64_t new_token() {
 
 } // namespace
 
-DirDelegations::DirDelegations(proto::Cred cred, std::chrono::milliseconds flush_delay, ReleaseFn release)
-    : cred_(std::move(cred)), flush_delay_(flush_delay), release_(std::move(release)) {}
+DirDelegations::DirDelegations(std::chrono::milliseconds flush_delay, ReleaseFn release)
+    : flush_delay_(flush_delay), release_(std::move(release)) {}
 
 void DirDelegations::start(const FileIO& io) {
     io_ = &io;
@@ -110,13 +114,18 @@ DirDelegations::Dir* DirDelegations::usable_locked(uint64_t dir) {
     return &d;
 }
 
-bool DirDelegations::want(std::unique_lock<std::mutex>& lock, uint64_t dir) {
+DirDelegations::Dir* DirDelegations::usable_by_locked(const proto::Cred& cred, uint64_t dir) {
+    Dir* d = usable_locked(dir);
+    return d && same_cred(d->cred, cred) ? d : nullptr;
+}
+
+bool DirDelegations::want(std::unique_lock<std::mutex>& lock, const proto::Cred& cred, uint64_t dir) {
     const auto now = Clock::now();
     if (interest_[dir].asking) {
         // Another thread asks: its answer serves this one too (a request to the daemon now
         // would only make it recall what it is granting).
         cv_.wait(lock, [&] { return !interest_[dir].asking; });
-        return usable_locked(dir) != nullptr;
+        return usable_by_locked(cred, dir) != nullptr;
     }
     Interest& in = interest_[dir];
     if (!io_ || now < in.not_before || dirs_.count(dir)) return false;
@@ -132,7 +141,7 @@ bool DirDelegations::want(std::unique_lock<std::mutex>& lock, uint64_t dir) {
     }
     interest_[dir].asking = true;
     lock.unlock();
-    Status s = ask(dir);
+    Status s = ask(cred, dir);
     lock.lock();
     interest_[dir].asking = false;
     cv_.notify_all();
@@ -140,7 +149,7 @@ bool DirDelegations::want(std::unique_lock<std::mutex>& lock, uint64_t dir) {
     return s.ok();
 }
 
-Status DirDelegations::ask(uint64_t dir) {
+Status DirDelegations::ask(const proto::Cred& cred, uint64_t dir) {
     const uint64_t token = new_token();
     {
         std::lock_guard lock(mu_);
@@ -148,11 +157,12 @@ Status DirDelegations::ask(uint64_t dir) {
     }
     const auto sent = Clock::now();
     transport::Endpoint via;
-    auto r = meta_call<proto::DelegateDir>(*io_, dir, proto::DelegateRequest{cred_, dir, token}, &via);
+    auto r = meta_call<proto::DelegateDir>(*io_, dir, proto::DelegateRequest{cred, dir, token}, &via);
     if (!r.ok()) return r.status(); // too many entries, no permission, an older daemon: as before
     std::lock_guard lock(mu_);
     Dir& d = dirs_[dir];
     d = Dir{};
+    d.cred = cred;
     d.token = token;
     d.granted_on = via;
     d.attr = std::move(r->dir);
@@ -207,72 +217,90 @@ void DirDelegations::queue_locked(Dir& d, proto::DirOp op) {
     if (starts || d.queued.size() >= kBatch) cv_.notify_all();
 }
 
-std::optional<Result<proto::Attr>> DirDelegations::create(uint64_t dir, const std::string& name, uint32_t mode,
-                                                          bool exclusive) {
+std::optional<Result<proto::Attr>> DirDelegations::create(const proto::Cred& cred, uint64_t dir,
+                                                          const std::string& name, uint32_t mode, bool exclusive) {
     if (name.empty() || name.size() > kMaxName) return std::nullopt;
     std::unique_lock lock(mu_);
     Dir* d = usable_locked(dir);
-    if (!d && (!want(lock, dir) || !(d = usable_locked(dir)))) return std::nullopt;
+    if (d && !same_cred(d->cred, cred)) return std::nullopt;
+    if (!d && (!want(lock, cred, dir) || !(d = usable_by_locked(cred, dir)))) return std::nullopt;
     if (auto it = d->entries.find(name); it != d->entries.end()) {
         if (exclusive) return Result<proto::Attr>(Status(Code::exists, "'" + name + "' exists"));
         if (it->second.type == 2) return Result<proto::Attr>(Status(Code::is_dir, "'" + name + "' is a directory"));
         if (it->second.type != 1) return std::nullopt; // a symlink: the daemon follows it
         if (it->second.attr) return Result<proto::Attr>(*it->second.attr);
-        const uint64_t ino = it->second.ino;
-        lock.unlock();
-        return attr_of(ino);
+        return attr_of(lock, *d, it->second.ino);
     }
-    if (!(d = room_locked(lock, dir))) return std::nullopt;
+    if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
     if (d->entries.count(name)) { // made by another thread while this one waited for room
         lock.unlock();
-        return create(dir, name, mode, exclusive);
+        return create(cred, dir, name, mode, exclusive);
     }
     const uint64_t ino = d->ino_next++;
     if (d->ino_end - d->ino_next < proto::kDelegatedInos / 2) d->want_inos = true;
-    proto::Attr a = new_file(cred_, d->attr, ino, mode, d->chunk_size, d->stripe_count, d->replicas);
+    proto::Attr a = new_file(cred, d->attr, ino, mode, d->chunk_size, d->stripe_count, d->replicas);
     d->entries[name] = Entry{ino, 1, a};
+    d->attr.mtime_ns = d->attr.ctime_ns = a.ctime_ns; // as the daemon's add_entry will set them
     if (made_.size() > kMadeKept) made_.clear(); // only attributes to forget are missed: then asked
     made_[ino] = {dir, name};
     queue_locked(*d, proto::DirOp{1, name, ino, mode, a.ctime_ns});
     return Result<proto::Attr>(std::move(a));
 }
 
-std::optional<Status> DirDelegations::unlink(uint64_t dir, const std::string& name) {
+std::optional<Status> DirDelegations::unlink(const proto::Cred& cred, uint64_t dir, const std::string& name,
+                                             const std::function<bool(uint64_t ino)>& in_use) {
     if (name.empty() || name.size() > kMaxName) return std::nullopt;
     std::unique_lock lock(mu_);
     Dir* d = usable_locked(dir);
-    if (!d && (!want(lock, dir) || !(d = usable_locked(dir)))) return std::nullopt;
+    if (d && !same_cred(d->cred, cred)) return std::nullopt;
+    if (!d && (!want(lock, cred, dir) || !(d = usable_by_locked(cred, dir)))) return std::nullopt;
     auto it = d->entries.find(name);
     if (it == d->entries.end()) return Status(Code::not_found, "no entry '" + name + "'");
     if (it->second.type == 2) return Status(Code::is_dir, "'" + name + "' is a directory");
     // An inode of another shard (a hard link made elsewhere) is the daemons' to unlink.
     if (proto::shard_of(it->second.ino) != proto::shard_of(dir)) return std::nullopt;
-    if (!(d = room_locked(lock, dir))) return std::nullopt;
+    if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
     it = d->entries.find(name);
     if (it == d->entries.end()) return Status(Code::not_found, "no entry '" + name + "'");
     const uint64_t ino = it->second.ino;
+    if (in_use && in_use(ino)) return std::nullopt;
     d->entries.erase(it);
     made_.erase(ino);
+    d->attr.mtime_ns = d->attr.ctime_ns = now_ns(); // the daemon's, when it applies it, a moment later
     // (The attribute cache holds nothing under dir: the grant recalled every lease on its
     // entries, and no new one is asked for while it is delegated.)
     queue_locked(*d, proto::DirOp{2, name, ino, 0, 0});
     return Status::OK();
 }
 
-std::optional<Result<proto::Attr>> DirDelegations::lookup(uint64_t dir, const std::string& name) {
+std::optional<Result<proto::Attr>> DirDelegations::lookup(const proto::Cred& cred, uint64_t dir,
+                                                          const std::string& name) {
     std::unique_lock lock(mu_);
-    Dir* d = usable_locked(dir);
+    Dir* d = usable_by_locked(cred, dir);
     if (!d) return std::nullopt;
     auto it = d->entries.find(name);
     if (it == d->entries.end()) return Result<proto::Attr>(Status(Code::not_found, "no entry '" + name + "'"));
     if (it->second.attr) return Result<proto::Attr>(*it->second.attr);
-    const uint64_t ino = it->second.ino;
-    lock.unlock();
-    return attr_of(ino);
+    return attr_of(lock, *d, it->second.ino);
 }
 
-Result<proto::Attr> DirDelegations::attr_of(uint64_t ino) {
-    barrier();
+std::optional<proto::Attr> DirDelegations::dir_attr(uint64_t dir) {
+    std::lock_guard lock(mu_);
+    Dir* d = usable_locked(dir);
+    if (!d) return std::nullopt;
+    return d->attr;
+}
+
+Result<proto::Attr> DirDelegations::attr_of(std::unique_lock<std::mutex>& lock, const Dir& d, uint64_t ino) {
+    // The daemon knows the inode: it was in the directory at the grant, or it was made here
+    // and a request about it since (before_request) waited for its create. What it says of
+    // it is current unless an unlink answered here of another of its names (a hard link) is
+    // still on its way: that changes its link count, so then the queue goes first.
+    bool unlinking = std::find(d.sending_unlinks.begin(), d.sending_unlinks.end(), ino) != d.sending_unlinks.end();
+    for (size_t i = 0; i < d.queued.size() && !unlinking; ++i)
+        unlinking = d.queued[i].kind == 2 && d.queued[i].ino == ino;
+    if (unlinking) barrier_locked(lock);
+    lock.unlock();
     return meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
 }
 
@@ -377,12 +405,15 @@ void DirDelegations::send_locked(std::unique_lock<std::mutex>& lock, uint64_t di
     Dir& d = dirs_.at(dir);
     const size_t n = std::min(d.queued.size(), size_t(proto::kMaxDirOps));
     proto::DirOpsRequest req;
-    req.cred = cred_;
+    req.cred = d.cred;
     req.dir = dir;
     req.token = d.token;
     req.ops.assign(std::make_move_iterator(d.queued.begin()), std::make_move_iterator(d.queued.begin() + n));
     d.queued.erase(d.queued.begin(), d.queued.begin() + n);
     d.sending_first = n ? d.seqs.front() : 0;
+    d.sending_unlinks.clear();
+    for (const auto& op : req.ops)
+        if (op.kind == 2) d.sending_unlinks.push_back(op.ino);
     d.seqs.erase(d.seqs.begin(), d.seqs.begin() + n);
     if (!d.queued.empty()) d.queued_since = Clock::now();
     req.release = release && d.queued.empty();
@@ -395,6 +426,7 @@ void DirDelegations::send_locked(std::unique_lock<std::mutex>& lock, uint64_t di
     lock.lock();
     Dir& dd = dirs_.at(dir); // only this thread erases
     dd.sending_first = 0;
+    dd.sending_unlinks.clear();
     ++stats_.batches;
     if (!r.ok()) {
         // The delegation is lost (it ended, or the daemons cannot be reached): so is what was

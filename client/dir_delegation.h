@@ -61,7 +61,7 @@ public:
     // The data of a file whose last link a queued unlink removed (Client::release_data).
     using ReleaseFn = std::function<void(const proto::Attr& gone)>;
     // flush_delay: the longest a queued operation waits to be sent (ClientOptions).
-    DirDelegations(proto::Cred cred, std::chrono::milliseconds flush_delay, ReleaseFn release);
+    DirDelegations(std::chrono::milliseconds flush_delay, ReleaseFn release);
     // Starts the flusher: from now on delegations are asked for through io. (Made before the
     // worker connects, so that its recall handler exists; io needs the connections.)
     void start(const FileIO& io);
@@ -73,11 +73,23 @@ public:
     // Serves the daemons' DirRecall on w (before w connects), for as long as self lives.
     static void serve_recalls(transport::Worker& w, std::weak_ptr<DirDelegations> self);
 
-    // Each: nothing when dir is not delegated here (the caller asks the daemon), else the
-    // outcome. create: O_CREAT, exclusive or not (an existing file's attributes are read).
-    std::optional<Result<proto::Attr>> create(uint64_t dir, const std::string& name, uint32_t mode, bool exclusive);
-    std::optional<Status> unlink(uint64_t dir, const std::string& name);
-    std::optional<Result<proto::Attr>> lookup(uint64_t dir, const std::string& name);
+    // Each: nothing when dir is not delegated here to `cred` (the caller asks the daemon),
+    // else the outcome. A directory is delegated to the credentials of the caller whose
+    // operations asked for it (the daemon checked them, and new files are theirs); a caller
+    // with other credentials (another user of a FUSE mount) goes to the daemon.
+    // create: O_CREAT, exclusive or not (an existing file's attributes are read).
+    std::optional<Result<proto::Attr>> create(const proto::Cred& cred, uint64_t dir, const std::string& name,
+                                              uint32_t mode, bool exclusive);
+    // unlink: `in_use` (optional) names inodes the caller keeps state for (a file open in a
+    // FUSE mount): their unlink goes to the daemon, whose answer the caller acts on at once.
+    std::optional<Status> unlink(const proto::Cred& cred, uint64_t dir, const std::string& name,
+                                 const std::function<bool(uint64_t ino)>& in_use = {});
+    std::optional<Result<proto::Attr>> lookup(const proto::Cred& cred, uint64_t dir, const std::string& name);
+    // The attributes of directory dir while it is delegated here: the grant's, with the times
+    // the operations answered here gave it (as the daemon sets them when it applies them).
+    // Nothing when it is not: the daemon's are current then. (A FUSE mount's kernel asks
+    // for them after every create or unlink in the directory, for its permission checks.)
+    std::optional<proto::Attr> dir_attr(uint64_t dir);
     // Returns once every operation queued before the call was applied by the daemons (or failed).
     void barrier();
     // barrier, and when key (what a request of this client names first: a directory, an
@@ -102,6 +114,7 @@ private:
         std::optional<proto::Attr> attr; // made here, and not asked about since (before_request)
     };
     struct Dir {
+        proto::Cred cred; // the holder's: of its new files and of every DirOps
         uint64_t token = 0;
         transport::Endpoint granted_on;
         proto::Attr attr;
@@ -114,6 +127,7 @@ private:
         std::vector<proto::DirOp> queued;
         std::vector<uint64_t> seqs;  // each queued operation's number (barrier)
         uint64_t sending_first = 0;  // the first number of the batch on its way (0: none)
+        std::vector<uint64_t> sending_unlinks; // the inodes its unlinks name (attr_of)
         Clock::time_point queued_since;
         bool recalled = false;                      // no new operations; release when the queue is sent
         bool voluntary = false;                     // recalled by before_request: no cooldown
@@ -139,13 +153,16 @@ private:
     Dir* usable_locked(uint64_t dir);
     // Counts an operation in dir and asks for the delegation when they are many; true if it
     // is delegated now. Takes and gives back the lock.
-    bool want(std::unique_lock<std::mutex>& lock, uint64_t dir);
-    Status ask(uint64_t dir);
+    bool want(std::unique_lock<std::mutex>& lock, const proto::Cred& cred, uint64_t dir);
+    Status ask(const proto::Cred& cred, uint64_t dir);
+    // usable_locked, for operations of `cred` (null for another's).
+    Dir* usable_by_locked(const proto::Cred& cred, uint64_t dir);
     // Waits while dir's queue is full; dir may go meanwhile (then null).
     Dir* room_locked(std::unique_lock<std::mutex>& lock, uint64_t dir);
     void queue_locked(Dir& d, proto::DirOp op);
-    // Attributes of an existing entry, from the daemon (after the queue is applied).
-    Result<proto::Attr> attr_of(uint64_t ino);
+    // Attributes of an existing entry, from the daemon (the queue first if it changes them).
+    // d is the directory holding it; lock held on entry, released on return.
+    Result<proto::Attr> attr_of(std::unique_lock<std::mutex>& lock, const Dir& d, uint64_t ino);
     void flusher();
     // Sends up to kMaxDirOps of d's queue (all of it and release when `release`); lock held
     // on entry and exit, released while sending.
@@ -153,7 +170,6 @@ private:
     void forget_locked(uint64_t dir, bool cooldown);
 
     const FileIO* io_ = nullptr; // set by start
-    const proto::Cred cred_;
     const std::chrono::milliseconds flush_delay_;
     ReleaseFn release_;
     mutable std::mutex mu_;

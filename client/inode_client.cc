@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "client/local_reads.h"
+#include "log.h"
 
 namespace jobfs::client {
 
@@ -43,6 +44,15 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     auto w = transport::Worker::create(wo);
     if (!w.ok()) return w.status();
     c->worker_ = std::move(*w);
+    if (options.dir_delegation) {
+        // Before the connections: daemons recall delegations on them.
+        InodeClient* self = c.get();
+        c->deleg_ = std::make_shared<DirDelegations>(options.dir_delegation_flush_delay, [self](const proto::Attr& gone) {
+            Status s = self->drop_data(gone);
+            if (!s.ok()) JOBFS_WARN("%s", s.to_string().c_str());
+        });
+        DirDelegations::serve_recalls(*c->worker_, c->deleg_);
+    }
     auto eps = connect_daemons(*c->worker_, cluster);
     if (!eps.ok()) return eps.status();
     c->eps_ = std::move(*eps);
@@ -55,6 +65,7 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     c->write_behind_bytes_ = options.write_behind_bytes;
     c->after_attr_reply_ = options.after_attr_reply;
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(options.writer_threads);
+    if (c->deleg_) c->deleg_->start(*c->io_);
     return c;
 }
 
@@ -69,6 +80,7 @@ InodeClient::~InodeClient() {
     for (auto& n : open)
         if (n->pending) n->pending->quiesce();
     if (writers_) writers_->join();
+    deleg_.reset(); // delegated operations are sent, delegations given back
 }
 
 // ---- open inodes ----------------------------------------------------------------------------
@@ -103,7 +115,7 @@ Result<proto::Attr> InodeClient::merged(uint64_t since, Result<proto::Attr> a) {
         if (after_attr_reply_) after_attr_reply_(ino);
         if (auto m = merge_open(std::move(*a), since)) return std::move(*m);
         since = releases();
-        a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
+        a = daemon_attr(ino);
     }
     return a;
 }
@@ -152,12 +164,16 @@ Status InodeClient::drop_data(const proto::Attr& a) {
 
 Result<proto::Attr> InodeClient::lookup(const proto::Cred& cred, uint64_t parent, const std::string& name) {
     const uint64_t since = releases();
-    return merged(since, meta_call<proto::Lookup>(*io_, parent, proto::NameRequest{cred, parent, name}));
+    if (deleg_)
+        if (auto a = deleg_->lookup(cred, parent, name)) return merged(since, std::move(*a));
+    return merged(since, meta<proto::Lookup>(parent, proto::NameRequest{cred, parent, name}));
 }
 
 Result<proto::Attr> InodeClient::getattr(uint64_t ino) {
     const uint64_t since = releases();
-    auto a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
+    if (deleg_)
+        if (auto d = deleg_->dir_attr(ino)) return std::move(*d);
+    auto a = daemon_attr(ino);
     if (a.ok()) return merged(since, std::move(a));
     if (a.status().code() == Code::not_found) {
         // An unlinked file that is still open here lives on in its handles.
@@ -175,7 +191,7 @@ Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, p
     const uint64_t new_size = *set.size;
     auto n = find_open(ino);
     if (n) JOBFS_RETURN_IF_ERROR(land(*n)); // no write of this process may land after the cut
-    auto before = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
+    auto before = meta<proto::Getattr>(ino, proto::InoRequest{ino});
     if (!before.ok()) {
         // ftruncate of an unlinked open file: only its chunks and this process know it.
         if (before.status().code() != Code::not_found || !n || !n->unlinked) return before.status();
@@ -192,13 +208,13 @@ Result<proto::Attr> InodeClient::resize(const proto::Cred& cred, uint64_t ino, p
         // Let the shard answer (is_dir, invalid) with its own words.
         set.cred = cred;
         set.ino = ino;
-        return meta_call<proto::Setattr>(*io_, ino, set);
+        return meta<proto::Setattr>(ino, set);
     }
     // Bytes this process wrote and has not settled count as part of the file: they go too.
     uint64_t old_size = std::max(before->size, n ? n->high_water.load() : 0);
     set.cred = cred;
     set.ino = ino;
-    auto r = meta_call<proto::Setattr>(*io_, ino, set);
+    auto r = meta<proto::Setattr>(ino, set);
     if (!r.ok()) return r.status();
     if (new_size < old_size) {
         Layout layout{before->chunk_size ? before->chunk_size : kDefaultChunkSize, before->stripe_count, before->replicas};
@@ -219,41 +235,47 @@ Result<proto::Attr> InodeClient::setattr(const proto::Cred& cred, uint64_t ino, 
     set.cred = cred;
     set.ino = ino;
     const uint64_t since = releases();
-    return merged(since, meta_call<proto::Setattr>(*io_, ino, set));
+    return merged(since, meta<proto::Setattr>(ino, set));
 }
 
 Result<proto::Attr> InodeClient::mkdir(const proto::Cred& cred, uint64_t parent, const std::string& name,
                                        uint32_t mode) {
-    return meta_call<proto::Mkdir>(*io_, parent, proto::MkdirRequest{cred, parent, name, mode});
+    return meta<proto::Mkdir>(parent, proto::MkdirRequest{cred, parent, name, mode});
 }
 
 Result<proto::Attr> InodeClient::symlink(const proto::Cred& cred, uint64_t parent, const std::string& name,
                                          const std::string& target) {
-    return meta_call<proto::Symlink>(*io_, parent, proto::SymlinkRequest{cred, parent, name, target});
+    return meta<proto::Symlink>(parent, proto::SymlinkRequest{cred, parent, name, target});
 }
 
 Result<proto::Attr> InodeClient::link(const proto::Cred& cred, uint64_t ino, uint64_t new_parent,
                                       const std::string& name) {
     const uint64_t since = releases();
-    return merged(since, meta_call<proto::Link>(*io_, new_parent, proto::LinkRequest{cred, ino, new_parent, name}));
+    if (deleg_) deleg_->before_request(ino); // its link count changes: attributes kept here go
+    return merged(since, meta<proto::Link>(new_parent, proto::LinkRequest{cred, ino, new_parent, name}));
 }
 
 Status InodeClient::unlink(const proto::Cred& cred, uint64_t parent, const std::string& name) {
-    auto r = meta_call<proto::Unlink>(*io_, parent, proto::NameRequest{cred, parent, name});
+    // Answered here in a delegated directory, unless the file is open here: then the daemon's
+    // answer (its last link went) must reach the open inode before this returns. Otherwise
+    // the data goes when the daemon applied it (drop_data, from the delegation's flusher).
+    if (deleg_)
+        if (auto done = deleg_->unlink(cred, parent, name, [this](uint64_t ino) { return find_open(ino) != nullptr; }))
+            return *done;
+    auto r = meta<proto::Unlink>(parent, proto::NameRequest{cred, parent, name});
     if (!r.ok()) return r.status();
     if (r->last_link && r->attr.type == 1) return drop_data(r->attr);
     return Status::OK();
 }
 
 Status InodeClient::rmdir(const proto::Cred& cred, uint64_t parent, const std::string& name) {
-    auto r = meta_call<proto::Rmdir>(*io_, parent, proto::NameRequest{cred, parent, name});
+    auto r = meta<proto::Rmdir>(parent, proto::NameRequest{cred, parent, name});
     return r.ok() ? Status::OK() : r.status();
 }
 
 Status InodeClient::rename(const proto::Cred& cred, uint64_t parent, const std::string& name, uint64_t new_parent,
                            const std::string& new_name, uint32_t flags) {
-    auto r = meta_call<proto::Rename>(*io_, parent,
-                                      proto::RenameRequest{cred, parent, name, new_parent, new_name, flags});
+    auto r = meta<proto::Rename>(parent, proto::RenameRequest{cred, parent, name, new_parent, new_name, flags});
     if (!r.ok()) return r.status();
     if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1) return drop_data(r->replaced->attr);
     return Status::OK();
@@ -261,35 +283,35 @@ Status InodeClient::rename(const proto::Cred& cred, uint64_t parent, const std::
 
 Result<proto::ReaddirResponse> InodeClient::readdir(const proto::Cred& cred, uint64_t ino, const std::string& after,
                                                     uint32_t max) {
-    return meta_call<proto::Readdir>(*io_, ino, proto::ReaddirRequest{cred, ino, after, max});
+    return meta<proto::Readdir>(ino, proto::ReaddirRequest{cred, ino, after, max});
 }
 
 Result<std::string> InodeClient::readlink(uint64_t ino) {
-    auto r = meta_call<proto::Readlink>(*io_, ino, proto::InoRequest{ino});
+    auto r = meta<proto::Readlink>(ino, proto::InoRequest{ino});
     if (!r.ok()) return r.status();
     return std::move(r->target);
 }
 
 Result<std::string> InodeClient::getxattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
-    auto v = meta_call<proto::Getxattr>(*io_, ino, proto::XattrRequest{cred, ino, name, {}, 0});
+    auto v = meta<proto::Getxattr>(ino, proto::XattrRequest{cred, ino, name, {}, 0});
     if (!v.ok()) return v.status();
     return std::move(v->value);
 }
 
 Status InodeClient::setxattr(const proto::Cred& cred, uint64_t ino, const std::string& name, const std::string& value,
                              int flags) {
-    auto r = meta_call<proto::Setxattr>(*io_, ino, proto::XattrRequest{cred, ino, name, value, flags});
+    auto r = meta<proto::Setxattr>(ino, proto::XattrRequest{cred, ino, name, value, flags});
     return r.ok() ? Status::OK() : r.status();
 }
 
 Result<std::vector<std::string>> InodeClient::listxattr(const proto::Cred& cred, uint64_t ino) {
-    auto v = meta_call<proto::Listxattr>(*io_, ino, proto::XattrRequest{cred, ino, {}, {}, 0});
+    auto v = meta<proto::Listxattr>(ino, proto::XattrRequest{cred, ino, {}, {}, 0});
     if (!v.ok()) return v.status();
     return std::move(v->names);
 }
 
 Status InodeClient::removexattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
-    auto r = meta_call<proto::Removexattr>(*io_, ino, proto::XattrRequest{cred, ino, name, {}, 0});
+    auto r = meta<proto::Removexattr>(ino, proto::XattrRequest{cred, ino, name, {}, 0});
     return r.ok() ? Status::OK() : r.status();
 }
 
@@ -313,8 +335,11 @@ Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(cons
                                                                             const std::string& name, uint32_t mode,
                                                                             int flags) {
     uint64_t since = releases();
-    auto a = meta_call<proto::Create>(*io_, parent,
-                                      proto::CreateRequest{cred, parent, name, mode, (flags & O_EXCL) != 0, 0, 0, 0, 0, {}});
+    const bool exclusive = (flags & O_EXCL) != 0;
+    std::optional<Result<proto::Attr>> made;
+    if (deleg_) made = deleg_->create(cred, parent, name, mode, exclusive);
+    auto a = made ? std::move(*made)
+                  : meta<proto::Create>(parent, proto::CreateRequest{cred, parent, name, mode, exclusive, 0, 0, 0, 0, {}});
     if (!a.ok()) return a.status();
     if (a->type != 1) return Status(Code::invalid, "'" + name + "' is not a regular file");
     if ((flags & O_TRUNC) && writable(flags)) {
@@ -340,7 +365,7 @@ Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(cons
 
 Result<std::unique_ptr<Handle>> InodeClient::open(const proto::Cred& cred, uint64_t ino, int flags) {
     // Fresh attributes: the size others settled before we opened (close-to-open).
-    auto a = meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
+    auto a = daemon_attr(ino);
     if (!a.ok()) return a.status();
     if (a->type == 2) return Status(Code::is_dir, ino_str(ino) + " is a directory");
     if (a->type != 1) return Status(Code::invalid, ino_str(ino) + " is not a regular file");
@@ -363,7 +388,7 @@ Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> 
     if (n.pending) n.pending->quiesce(); // every handle of this process reads what any wrote
     if (offset + out.size() > n.visible_size() && !n.unlinked) {
         // Past what we know: others may have written and settled more since.
-        auto a = meta_call<proto::Getattr>(*io_, n.ino, proto::InoRequest{n.ino});
+        auto a = daemon_attr(n.ino);
         if (a.ok()) n.size.store(a->size);
         else if (a.status().code() != Code::not_found) return a.status();
     }
@@ -396,6 +421,7 @@ Status InodeClient::append(OpenInode& n, std::span<const uint8_t> data) {
     const uint64_t unsettled_end = high > n.settled.load() ? high : 0;
     // Unlinked while open (also while the call was out): the shard has forgotten it and no one
     // can open it again, so its end is the one this process knows.
+    if (deleg_ && !n.unlinked) deleg_->before_request(n.ino); // made here: known to the shard first
     Result<uint64_t> at = n.unlinked ? Result<uint64_t>(n.visible_size())
                                      : meta_reserve_append(*io_, n.ino, unsettled_end, data.size());
     if (!at.ok() && at.status().code() == Code::not_found && n.unlinked) at = n.visible_size();
@@ -427,7 +453,7 @@ Status InodeClient::settle_size(OpenInode& n) {
     const bool was_dirty = n.dirty.exchange(false);
     const uint64_t end = n.high_water.load();
     if (!was_dirty && n.settled.load() >= end) return Status::OK();
-    auto r = meta_call<proto::ExtendSize>(*io_, n.ino, proto::ExtendSizeRequest{n.ino, end});
+    auto r = meta<proto::ExtendSize>(n.ino, proto::ExtendSizeRequest{n.ino, end});
     if (!r.ok()) {
         if (r.status().code() == Code::not_found && n.unlinked) return Status::OK(); // no size to keep
         n.dirty = true;
@@ -438,10 +464,24 @@ Status InodeClient::settle_size(OpenInode& n) {
     return Status::OK();
 }
 
-Status InodeClient::flush(Handle& h) { return settle(*h.node); }
+Status InodeClient::lost_create(uint64_t ino) {
+    if (!deleg_) return Status::OK();
+    Status s = deleg_->error_of(ino);
+    return s.ok() ? s : s.with_context("the create of " + ino_str(ino) + " was lost");
+}
+
+Status InodeClient::flush(Handle& h) {
+    // A delegated create still queued is not waited for: close-to-open holds all the same, as
+    // another node's lookup recalls the directory first. One known to have failed is said.
+    Status settled = settle(*h.node);
+    Status lost = lost_create(h.node->ino);
+    return lost.ok() ? settled : lost;
+}
 
 Status InodeClient::fsync(Handle& h) {
     OpenInode& n = *h.node;
+    if (deleg_) deleg_->barrier(); // its create is at the daemons, or known to have failed
+    JOBFS_RETURN_IF_ERROR(lost_create(n.ino));
     JOBFS_RETURN_IF_ERROR(land(n));
     JOBFS_RETURN_IF_ERROR(io_->sync(n.ino, n.layout, n.visible_size()));
     return settle(n);

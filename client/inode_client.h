@@ -4,9 +4,12 @@
 // them and names everything by (parent inode, name) or by inode. InodeClient is that shape of
 // the same protocol: each namespace call is one RPC to the daemon whose shard holds the inode
 // or directory it names (shard_of(ino) % daemons, as Client does), with the caller's
-// credentials, so the daemons make every permission check. File data goes straight to the
-// chunk daemons (FileIO); the size is settled lazily (ExtendSize at flush, fsync and release,
-// docs/design.md).
+// credentials, so the daemons make every permission check. The exception, as in Client: a
+// directory delegated to this client (InodeClientOptions::dir_delegation) has its lookups,
+// creates and unlinks answered here, under the daemon's rules, for the user it was delegated
+// to; every other request first waits for those to reach the daemons (meta, daemon_attr).
+// File data goes straight to the chunk daemons (FileIO); the size is settled lazily
+// (ExtendSize at flush, fsync and release, docs/design.md).
 //
 // Open files. Every open of a regular file returns a Handle; the handles of one inode share an
 // OpenInode, which holds what this process knows beyond the daemons:
@@ -48,8 +51,10 @@
 #include <vector>
 
 #include "client/cluster.h"
+#include "client/dir_delegation.h"
 #include "client/file_io.h"
 #include "client/layout.h"
+#include "client/meta_call.h"
 #include "client/write_behind.h"
 #include "daemon_protocol.h"
 #include "result.h"
@@ -73,6 +78,13 @@ struct InodeClientOptions {
     // over through a shared-memory arena, as libjobfs does (ClientOptions::local_reads,
     // local_reads.h). Off: every byte over the transport.
     bool local_reads = true;
+    // Directories where this mount makes or removes many files are delegated to it, and it
+    // answers their lookups, creates and unlinks itself (ClientOptions::dir_delegation,
+    // dir_delegation.h): a create is no longer two round trips (lookup, create). Each caller's
+    // credentials are its own: a directory is delegated to the user whose operations asked
+    // for it, and other users' operations there go to the daemons, which recall it first.
+    bool dir_delegation = true;
+    std::chrono::milliseconds dir_delegation_flush_delay{2};
     // Test seam: runs between the reply of an attribute call and its merge with the open
     // inodes (a unit test widens that window to prove a release inside it is merged).
     std::function<void(uint64_t ino)> after_attr_reply;
@@ -159,11 +171,27 @@ public:
     Status release(std::unique_ptr<Handle> h);
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(eps_.size()); }
+    // What directory delegations did (all zero when they are off).
+    DirDelegations::Stats delegation_stats() const { return deleg_ ? deleg_->stats() : DirDelegations::Stats{}; }
 
 private:
     InodeClient() = default;
     const transport::Endpoint& at(uint64_t ino) const { return eps_[proto::shard_of(ino) % eps_.size()]; }
     std::shared_ptr<OpenInode> find_open(uint64_t ino);
+    // A namespace request about `key` (a directory, an inode) that may change it, once this
+    // client's delegated operations before it are at the daemons; a directory delegated here
+    // is given back first (DirDelegations::before_request).
+    template <class Rpc>
+    Result<typename Rpc::Response> meta(uint64_t key, const typename Rpc::Request& req) {
+        if (deleg_) deleg_->before_request(key);
+        return meta_call<Rpc>(*io_, key, req);
+    }
+    // The daemon's attributes of ino, once this client's delegated operations are at the
+    // daemons (a file made here is known there). Keeps delegations: nothing changes.
+    Result<proto::Attr> daemon_attr(uint64_t ino) {
+        if (deleg_) deleg_->barrier();
+        return meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
+    }
     // Releases made so far (the `since` of merge_open).
     uint64_t releases();
     // Attributes as this process must report them: the size of an inode open here, or released
@@ -183,6 +211,8 @@ private:
     // written there. A failed write leaves its place in the file as a hole.
     Status append(OpenInode& n, std::span<const uint8_t> data);
     Status settle_size(OpenInode& n);
+    // Why the delegated create of ino failed at the daemons, if it did (ok otherwise).
+    Status lost_create(uint64_t ino);
     // Waits for the inode's writes still on their way; their error, if one failed.
     static Status land(OpenInode& n) { return n.pending ? n.pending->flush() : Status::OK(); }
     // Sets the size (and whatever else set holds): the shard first, then the chunks past a
@@ -209,6 +239,9 @@ private:
     std::vector<transport::Endpoint> eps_;
     std::unique_ptr<FileIO> io_;
     std::chrono::milliseconds timeout_{30000};
+    // Directories delegated here (null when InodeClientOptions::dir_delegation is off); reset
+    // first in the destructor, while everything its flusher calls (drop_data) still exists.
+    std::shared_ptr<DirDelegations> deleg_;
 };
 
 } // namespace jobfs::client

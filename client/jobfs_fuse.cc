@@ -4,8 +4,9 @@
 //
 // Shape. FUSE inode numbers are jobfs inode numbers (the root is 1 in both), so this server
 // keeps no inode table: lookup counts need no bookkeeping and forget is a no-op. Every request
-// becomes InodeClient calls (client/inode_client.h): namespace RPCs to the daemon of the shard,
-// data straight to the chunk daemons. Each request carries the caller's uid, gid and groups
+// becomes InodeClient calls (client/inode_client.h): namespace RPCs to the daemon of the shard
+// (lookups, creates and unlinks in a directory delegated to the mount answered by it, and sent
+// in batches: client/dir_delegation.h), data straight to the chunk daemons. Each request carries the caller's uid, gid and groups
 // (fuse_req_ctx, fuse_req_getgroups), so the daemons make the namespace permission checks; the
 // kernel checks data access (default_permissions) from the attributes we return.
 //
@@ -94,6 +95,7 @@ struct Config {
     int writeback_cache = 0;        // -o writeback_cache: the kernel buffers writes (see jf_init)
     unsigned write_behind_mib = 8;  // per open file: writes on their way after write(2) returned
     int no_local_io = 0;            // -o no_local_io: no local reads, no write arena (all over the transport)
+    int no_dir_delegation = 0;      // -o no_dir_delegation: every create, lookup and unlink asks the daemons
     int nice = kNiceUnset;          // -o nice=N: the threads' nice value (kDefaultNice unless given)
 };
 
@@ -110,6 +112,7 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
     JOBFS_OPT("write_behind_mib=%u", write_behind_mib, 0),
     JOBFS_OPT("no_local_io", no_local_io, 1),
+    JOBFS_OPT("no_dir_delegation", no_dir_delegation, 1),
     JOBFS_OPT("nice=%d", nice, 0),
     JOBFS_OPT("writeback_cache", writeback_cache, 1),
     JOBFS_OPT("no_writeback_cache", writeback_cache, 0),
@@ -736,6 +739,8 @@ void usage(FILE* out) {
                  "    writeback_cache           let the kernel buffer writes (off; see the man page)\n"
                  "    no_local_io               every byte over the transport: no reads from this node's\n"
                  "                              chunk files, no write arena (both on by default)\n"
+                 "    no_dir_delegation         ask the daemons for every create, lookup and unlink, also\n"
+                 "                              in directories this mount works in (delegated by default)\n"
                  "    nice=N                    the server's nice value, -20 to 19 (-10, as jobfsd's)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
@@ -821,6 +826,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     jobfs::client::InodeClientOptions client_options;
     client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
     client_options.local_reads = !cfg.no_local_io;
+    client_options.dir_delegation = !cfg.no_dir_delegation;
     auto client = InodeClient::connect(*info, client_options);
     if (!client.ok()) {
         tell_parent(ready_fd, 1);

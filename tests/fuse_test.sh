@@ -92,7 +92,10 @@ check "dd out with 4 KiB blocks, cmp equal" sh -c "dd if=big of='$tmp/big.out' b
 # its large writes through a shared-memory write arena, as libjobfs does (local_reads.h): the
 # daemons count both (jobfs status: local reads, MiB of arena writes).
 io_counters() { # prints "local-reads arena-MiB" summed over the daemons
-  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { r += $(NF - 5); w += $(NF - 4) } END { print r, w }'
+  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { r += $(NF - 6); w += $(NF - 5) } END { print r, w }'
+}
+delegations() { # directories the daemons delegated so far (jobfs status, last column)
+  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { d += $NF } END { print d + 0 }'
 }
 set -- $(io_counters)
 reads0=${1:-0} arena0=${2:-0}
@@ -270,6 +273,13 @@ check "close-to-open: a rewrite on one mount is read whole on the other right aw
   echo 'a longer new content' > c2c && [ \"\$(cat '$mnt2/c2c')\" = 'a longer new content' ]"
 check "a new name on one mount is found on the other" sh -c "mkdir newdir && echo n > newdir/f && [ \"\$(cat '$mnt2/newdir/f')\" = n ]"
 check "an unlink on one mount shows on the other" sh -c "rm shared && ! cat '$mnt2/shared' 2>/dev/null"
+deleg0=$(delegations)
+check "500 files made on one mount (a delegated directory) are all on the other at once" sh -c "
+  mkdir bulk && (cd bulk && seq 1 500 | xargs touch) && [ \$(ls '$mnt2/bulk' | wc -l) -eq 500 ] &&
+  [ \$(stat -c %s:%a '$mnt2/bulk/500') = 0:644 ] && [ \$(stat -c %Y bulk) -eq \$(stat -c %Y '$mnt2/bulk') ]"
+check "the directory was delegated to the mount ($deleg0 -> $(delegations) delegations)" test "$(delegations)" -gt "$deleg0"
+check "250 of them removed on one mount are gone on the other at once" sh -c "
+  (cd bulk && seq 1 250 | xargs rm) && [ \$(ls '$mnt2/bulk' | wc -l) -eq 250 ] && [ ! -e '$mnt2/bulk/250' ] && [ -e '$mnt2/bulk/251' ]"
 check "rm -r of everything" sh -c "rm -rf -- * && [ -z \"\$(ls -A)\" ] && [ -z \"\$(ls -A '$mnt2')\" ]"
 cd / || exit 1
 
@@ -299,6 +309,13 @@ set -- $(io_counters)
 check "-o no_local_io: no local reads, no arena writes (${reads0} ${arena0} -> ${1:-?} ${2:-?})" \
   test "${1:-x} ${2:-x}" = "$reads0 $arena0"
 check "-o no_local_io: unmount" sh -c "rm '$mnt3/nolocal' && fusermount3 -u '$mnt3' && ! grep -q ' $mnt3 fuse.jobfs ' /proc/mounts"
+# -o no_dir_delegation: files made in bulk are each the daemons' to make.
+check "mount with -o no_dir_delegation" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster',no_dir_delegation '$mnt3'"
+deleg0=$(delegations)
+check "-o no_dir_delegation: 200 files made in a directory, all there" sh -c "
+  mkdir '$mnt3/nodeleg' && (cd '$mnt3/nodeleg' && seq 1 200 | xargs touch) && [ \$(ls '$mnt/nodeleg' | wc -l) -eq 200 ]"
+check "-o no_dir_delegation: no directory was delegated ($deleg0 -> $(delegations))" test "$(delegations)" -eq "$deleg0"
+check "-o no_dir_delegation: unmount" sh -c "rm -r '$mnt3/nodeleg' && fusermount3 -u '$mnt3' && ! grep -q ' $mnt3 fuse.jobfs ' /proc/mounts"
 
 # A second file system on a 48 MiB disk, mounted through the helper: ENOSPC reaches the
 # writer, what was written before stays; then its daemons are killed: calls fail promptly.

@@ -15,6 +15,7 @@
 
 #include "child_process.h"
 #include "client/client.h"
+#include "client/inode_client.h"
 #include "daemon_counts.h"
 #include "test_util.h"
 #include "two_clients_fixture.h"
@@ -289,6 +290,166 @@ TEST_F(DirDelegationTest, AClientThatDisconnectsSendsItsQueueFirst) {
     create_delegated(*a, "/d", 300);
     a.reset();
     EXPECT_EQ(names(*b, "/d").size(), 300u);
+}
+
+
+// A file written, unlinked and closed at once in a delegated directory: the unlink of a file
+// open here goes to the daemon, so the close knows its last link went (no size to settle,
+// its data to remove), instead of racing the unlink's batch (close failed: not found).
+TEST_F(DirDelegationTest, AFileUnlinkedWhileOpenClosesCleanly) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 10);
+    for (int round = 0; round < 10; ++round) {
+        const std::string path = "/d/g" + std::to_string(round);
+        auto f = a->open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+        ASSERT_TRUE(f.ok()) << f.status().to_string();
+        ASSERT_TRUE(a->pwrite(**f, 0, test::pattern(4096, round)).ok());
+        ASSERT_TRUE(a->unlink(path).ok());
+        std::vector<uint8_t> back(4096);
+        auto n = a->pread(**f, 0, back);
+        ASSERT_TRUE(n.ok());
+        EXPECT_TRUE(*n == 4096 && back == test::pattern(4096, round));
+        Status s = a->close(**f);
+        EXPECT_TRUE(s.ok()) << "round " << round << ": " << s.to_string();
+    }
+    EXPECT_EQ(names(*b, "/d").size(), 10u);
+}
+
+// The holder asks the daemon for the attributes of entries it did not make, without waiting
+// for its queue, except when an unlink in the queue names the same inode: the link count of a
+// hard link it just removed is the new one.
+TEST_F(DirDelegationTest, TheLinkCountOfAHardLinkTheHolderRemovedIsTheNewOne) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    ASSERT_TRUE(create(*b, "/d/x").ok());
+    ASSERT_TRUE(b->link("/d/x", "/d/y").ok());
+    create_delegated(*a, "/d", 10);
+    const uint64_t before = a->delegation_stats().ops;
+    ASSERT_TRUE(a->unlink("/d/y").ok());
+    ASSERT_EQ(a->delegation_stats().ops, before + 1) << "the unlink was not answered here";
+    auto x = a->stat("/d/x");
+    ASSERT_TRUE(x.ok()) << x.status().to_string();
+    EXPECT_EQ(x->nlink, 1u);
+}
+
+// ---- a FUSE mount's client (InodeClient, jobfs-fuse) -------------------------------------
+
+class MountDelegationTest : public DirDelegationTest {
+protected:
+    const proto::Cred root{0, 0, {}};
+    std::unique_ptr<InodeClient> mount() {
+        auto m = InodeClient::connect(cluster->info());
+        EXPECT_TRUE(m.ok()) << m.status().to_string();
+        return m.ok() ? std::move(*m) : nullptr;
+    }
+    static Result<proto::Attr> create(InodeClient& m, const proto::Cred& cred, uint64_t dir, const std::string& name) {
+        auto c = m.create(cred, dir, name, 0640, O_WRONLY | O_CREAT | O_EXCL);
+        if (!c.ok()) return c.status();
+        JOBFS_RETURN_IF_ERROR(m.flush(*c->second));
+        JOBFS_RETURN_IF_ERROR(m.release(std::move(c->second)));
+        return c->first;
+    }
+    // Makes n files f<from>… in dir through m as cred, and asserts that m answered them itself.
+    static void create_delegated(InodeClient& m, const proto::Cred& cred, uint64_t dir, int n, int from = 0) {
+        const uint64_t before = m.delegation_stats().ops;
+        for (int i = from; i < from + n; ++i) ASSERT_TRUE(create(m, cred, dir, "f" + std::to_string(i)).ok()) << i;
+        EXPECT_GE(m.delegation_stats().ops, before + n - DirDelegations::kAskAfter) << "not delegated";
+    }
+    // Starts the daemons, mounts `m` and makes directory /d (`d`, mode) with 10 files f0…, so
+    // that it is delegated to m.
+    void start_delegated(uint32_t mode) {
+        start();
+        m = mount();
+        ASSERT_TRUE(m);
+        auto made = m->mkdir(root, kRootIno, "d", mode);
+        ASSERT_TRUE(made.ok()) << made.status().to_string();
+        d = made->ino;
+        create_delegated(*m, root, d, 10);
+    }
+    void TearDown() override {
+        m.reset(); // before the daemons go
+        DirDelegationTest::TearDown();
+    }
+    std::unique_ptr<InodeClient> m;
+    uint64_t d = 0;
+};
+
+// A mount answers creates, lookups and unlinks in a directory it works in, and the directory's
+// attributes, which its kernel asks for after each of them; another node sees it all.
+TEST_F(MountDelegationTest, AMountAnswersCreatesLookupsAndUnlinksAsTheDaemonWould) {
+    start_delegated(0755);
+    create_delegated(*m, root, d, 40, 10);
+    auto f49 = m->lookup(root, d, "f49");
+    ASSERT_TRUE(f49.ok()) << f49.status().to_string();
+    EXPECT_EQ(f49->mode & 07777, 0640u);
+    EXPECT_EQ(m->lookup(root, d, "f50").status().code(), Code::not_found);
+    auto here = m->getattr(d);
+    ASSERT_TRUE(here.ok());
+    EXPECT_EQ(here->mtime_ns, f49->ctime_ns) << "the directory's times are its last create's";
+    EXPECT_EQ(names(*b, "/d").size(), 50u);
+    auto there = b->stat("/d");
+    ASSERT_TRUE(there.ok());
+    EXPECT_EQ(there->mtime_ns, here->mtime_ns);
+    EXPECT_EQ(there->nlink, here->nlink);
+
+    std::this_thread::sleep_for(DirDelegations::kCooldown + 100ms); // b's listing recalled it
+    const uint64_t before = m->delegation_stats().ops;
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(m->unlink(root, d, "f" + std::to_string(i)).ok()) << i;
+    EXPECT_GE(m->delegation_stats().ops, before + 50 - DirDelegations::kAskAfter) << "the unlinks were not delegated";
+    EXPECT_EQ(m->unlink(root, d, "f7").code(), Code::not_found);
+    EXPECT_TRUE(names(*b, "/d").empty());
+}
+
+// A directory is delegated to the user whose operations asked for it. Another user's create
+// there is the daemon's to make, with that user as its owner, not the holder.
+TEST_F(MountDelegationTest, EachUserOfAMountOwnsTheFilesTheyMake) {
+    start_delegated(0777);
+    const proto::Cred user{4242, 4343, {}};
+    auto theirs = create(*m, user, d, "theirs");
+    ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
+    auto mine = create(*m, root, d, "mine");
+    ASSERT_TRUE(mine.ok()) << mine.status().to_string();
+    auto t = b->stat("/d/theirs");
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_EQ(t->uid, 4242u);
+    EXPECT_EQ(t->gid, 4343u);
+    auto r = b->stat("/d/mine");
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->uid, 0u);
+    EXPECT_EQ(names(*b, "/d").size(), 12u);
+}
+
+// A file open on the mount and unlinked in a delegated directory: the unlink goes to the
+// daemon (the open inode must know at once that its last link went), the handle still reads
+// and its attributes are still served, and its data goes with the last release.
+TEST_F(MountDelegationTest, AnOpenFileUnlinkedThereLivesOnInItsHandle) {
+    start_delegated(0755);
+    auto c = m->create(root, d, "open", 0644, O_RDWR | O_CREAT | O_EXCL);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    const auto data = test::pattern(3 << 20, 9);
+    ASSERT_TRUE(m->write(*c->second, 0, data).ok());
+    for (int round = 0; round < 10; ++round) { // written, unlinked and released at once
+        const std::string name = "g" + std::to_string(round);
+        auto g = m->create(root, d, name, 0644, O_RDWR | O_CREAT | O_EXCL);
+        ASSERT_TRUE(g.ok());
+        ASSERT_TRUE(m->write(*g->second, 0, test::pattern(4096, round)).ok());
+        ASSERT_TRUE(m->unlink(root, d, name).ok());
+        Status s = m->release(std::move(g->second));
+        EXPECT_TRUE(s.ok()) << "round " << round << ": " << s.to_string();
+    }
+    ASSERT_TRUE(m->unlink(root, d, "open").ok());
+    EXPECT_EQ(b->stat("/d/open").status().code(), Code::not_found);
+    auto a = m->getattr(c->first.ino);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ(a->size, data.size());
+    std::vector<uint8_t> back(data.size());
+    auto n = m->read(*c->second, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(*n, data.size());
+    EXPECT_TRUE(back == data);
+    ASSERT_TRUE(m->release(std::move(c->second)).ok());
+    EXPECT_EQ(m->getattr(c->first.ino).status().code(), Code::not_found);
 }
 
 } // namespace
