@@ -343,12 +343,8 @@ Status Client::unlink(const std::string& path) {
     auto r = in_parent(path, [&](uint64_t dir, const std::string& name) {
         // Not answered here for a file open here: its close must know at once that the last
         // link went (release_data), not race the batch that takes the unlink to the daemon.
-        const auto open_here = [this](uint64_t ino) {
-            std::lock_guard lock(open_mu_);
-            return open_count_.count(ino) != 0;
-        };
         if (deleg_)
-            if (auto done = deleg_->unlink(cred_, dir, name, open_here)) {
+            if (auto done = deleg_->unlink(cred_, dir, name, [this](uint64_t ino) { return open_here(ino); })) {
                 // Answered here; the data of its last link goes once the daemon made it so.
                 if (!done->ok()) return Result<proto::UnlinkResponse>(*done);
                 return Result<proto::UnlinkResponse>(proto::UnlinkResponse{});
@@ -358,6 +354,11 @@ Status Client::unlink(const std::string& path) {
     if (!r.ok()) return with_path(r.status(), "unlink", path);
     if (r->last_link && r->attr.type == 1) return release_data(r->attr, path);
     return Status::OK();
+}
+
+bool Client::open_here(uint64_t ino) {
+    std::lock_guard lock(open_mu_);
+    return open_count_.count(ino) != 0;
 }
 
 Status Client::release_data(const proto::Attr& gone, const std::string& path) {
@@ -384,6 +385,11 @@ Status Client::rename(const std::string& from, const std::string& to, uint32_t f
         if (!a.ok()) return with_path(a.status(), "rename", from);
         auto b = parent_of(to, &cb, use_cache);
         if (!b.ok()) return with_path(b.status(), "rename to", to);
+        // A regular file renamed within a directory delegated here (a checkpoint written under a
+        // temporary name, then put in place): answered here and queued, as unlink is.
+        if (deleg_ && flags == 0 && a->first == b->first)
+            if (auto done = deleg_->rename(cred_, a->first, a->second, b->second, [this](uint64_t f) { return open_here(f); }))
+                return done->ok() ? *done : with_path(*done, "rename " + from + " to", to);
         r = meta<proto::Rename>(a->first,
                                      proto::RenameRequest{cred_, a->first, a->second, b->first, b->second, flags});
         if (r.ok() || !(ca || cb) || !stale(r.status())) break;
@@ -416,6 +422,22 @@ Result<std::vector<Status>> Client::rename_in_dir(const std::string& dir,
         if (one) todo.push_back(i);
         else out[i] = Status(Code::invalid, "rename " + prefix + a + " to " + prefix + b + ": not a name in " + d);
     }
+    // In a directory delegated here, renames of regular files are answered here and queued,
+    // in order, up to the first one that is the daemon's (it and the rest go below, after the
+    // queue: meta waits for it).
+    size_t answered = 0;
+    if (deleg_ && flags == 0 && !todo.empty()) {
+        bool cached = false;
+        auto ino = dir_ino(d, &cached, true);
+        for (; ino.ok() && answered < todo.size(); ++answered) {
+            const size_t i = todo[answered];
+            auto done = deleg_->rename(cred_, *ino, names[i].first, names[i].second,
+                                       [this](uint64_t f) { return open_here(f); });
+            if (!done) break;
+            out[i] = done->ok() ? *done : with_path(*done, "rename " + prefix + names[i].first + " to", prefix + names[i].second);
+        }
+    }
+    todo.erase(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(answered));
     for (size_t first = 0; first < todo.size(); first += proto::kMaxRenamesInDir) {
         const size_t n = std::min<size_t>(proto::kMaxRenamesInDir, todo.size() - first);
         proto::RenameInDirRequest req;
@@ -622,8 +644,9 @@ Result<std::unique_ptr<File>> Client::open_or_create(const std::string& path, in
         a = in_parent(path, [&](uint64_t dir, const std::string& name) -> Result<proto::Attr> {
             req.parent = dir;
             req.name = name;
-            if (deleg_ && !init && layout.chunk_size == 0 && layout.stripe_count == 0 && layout.replicas == 0)
-                if (auto made = deleg_->create(cred_, dir, name, mode, req.exclusive)) return std::move(*made);
+            if (deleg_ && layout.chunk_size == 0 && layout.stripe_count == 0 && layout.replicas == 0)
+                if (auto made = deleg_->create(cred_, dir, name, mode, req.exclusive, req.size, req.xattrs))
+                    return std::move(*made);
             return leased_call<proto::CreateLeased, proto::Create>(dir, name, req);
         });
     } else {

@@ -119,7 +119,8 @@ public:
     Status rename(const std::string& from, const std::string& to, uint32_t flags = 0);
     // Renames entries of directory `dir`, {old name, new name} each (one component, no '/'),
     // as rename(dir/old, dir/new, flags) would one by one, in requests of up to
-    // proto::kMaxRenamesInDir entries instead of one each. A Status per entry, in order; the
+    // proto::kMaxRenamesInDir entries instead of one each (in a directory delegated here,
+    // regular files are renamed here and the renames queued). A Status per entry, in order; the
     // Result fails only when dir itself cannot be resolved.
     Result<std::vector<Status>> rename_in_dir(const std::string& dir,
                                               const std::vector<std::pair<std::string, std::string>>& names,
@@ -219,6 +220,8 @@ private:
     // Looks `name` up in directory dir: from the attribute cache, else with a leased lookup
     // whose answer is kept (a plain Lookup when the cache is off).
     Result<proto::Attr> lookup_entry(uint64_t dir, const std::string& name);
+    // Whether file ino is open through this client (a File not closed yet).
+    bool open_here(uint64_t ino);
     // True (and leases off from now on) when s says the daemon does not know leased requests.
     bool leases_refused(const Status& s);
     // Sends `Leased` (LookupLeased, CreateLeased) about (dir, name) and keeps its answer in the

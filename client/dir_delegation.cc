@@ -217,9 +217,28 @@ void DirDelegations::queue_locked(Dir& d, proto::DirOp op) {
     if (starts || d.queued.size() >= kBatch) cv_.notify_all();
 }
 
+namespace {
+
+// Extended attributes a delegated create may carry: those the daemon is sure to take (user.*
+// on a file its maker may write, as MetaShard's xattr_access); others are the daemon's to judge.
+bool plain_xattrs(const proto::Cred& cred, uint32_t mode, const std::vector<proto::XattrPair>& xattrs) {
+    constexpr size_t kMaxXattrName = 255, kMaxXattrValue = 64 * 1024;
+    if (xattrs.empty()) return true;
+    if (cred.uid != 0 && !(mode & S_IWUSR)) return false;
+    return std::all_of(xattrs.begin(), xattrs.end(), [](const proto::XattrPair& x) {
+        return x.name.size() > 5 && x.name.size() <= kMaxXattrName && x.name.rfind("user.", 0) == 0 &&
+               x.name.find('\0') == std::string::npos && x.value.size() <= kMaxXattrValue;
+    });
+}
+
+} // namespace
+
 std::optional<Result<proto::Attr>> DirDelegations::create(const proto::Cred& cred, uint64_t dir,
-                                                          const std::string& name, uint32_t mode, bool exclusive) {
+                                                          const std::string& name, uint32_t mode, bool exclusive,
+                                                          uint64_t size, const std::vector<proto::XattrPair>& xattrs) {
     if (name.empty() || name.size() > kMaxName) return std::nullopt;
+    if ((size || !xattrs.empty()) && (!exclusive || size > uint64_t(INT64_MAX) || !plain_xattrs(cred, mode, xattrs)))
+        return std::nullopt;
     std::unique_lock lock(mu_);
     Dir* d = usable_locked(dir);
     if (d && !same_cred(d->cred, cred)) return std::nullopt;
@@ -234,16 +253,17 @@ std::optional<Result<proto::Attr>> DirDelegations::create(const proto::Cred& cre
     if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
     if (d->entries.count(name)) { // made by another thread while this one waited for room
         lock.unlock();
-        return create(cred, dir, name, mode, exclusive);
+        return create(cred, dir, name, mode, exclusive, size, xattrs);
     }
     const uint64_t ino = d->ino_next++;
     if (d->ino_end - d->ino_next < proto::kDelegatedInos / 2) d->want_inos = true;
     proto::Attr a = new_file(cred, d->attr, ino, mode, d->chunk_size, d->stripe_count, d->replicas);
+    a.size = size;
     d->entries[name] = Entry{ino, 1, a};
     d->attr.mtime_ns = d->attr.ctime_ns = a.ctime_ns; // as the daemon's add_entry will set them
     if (made_.size() > kMadeKept) made_.clear(); // only attributes to forget are missed: then asked
     made_[ino] = {dir, name};
-    queue_locked(*d, proto::DirOp{1, name, ino, mode, a.ctime_ns});
+    queue_locked(*d, proto::DirOp{1, name, ino, mode, a.ctime_ns, size, xattrs, {}});
     return Result<proto::Attr>(std::move(a));
 }
 
@@ -269,7 +289,45 @@ std::optional<Status> DirDelegations::unlink(const proto::Cred& cred, uint64_t d
     d->attr.mtime_ns = d->attr.ctime_ns = now_ns(); // the daemon's, when it applies it, a moment later
     // (The attribute cache holds nothing under dir: the grant recalled every lease on its
     // entries, and no new one is asked for while it is delegated.)
-    queue_locked(*d, proto::DirOp{2, name, ino, 0, 0});
+    queue_locked(*d, proto::DirOp{2, name, ino, 0, 0, 0, {}, {}});
+    return Status::OK();
+}
+
+std::optional<Status> DirDelegations::rename(const proto::Cred& cred, uint64_t dir, const std::string& from,
+                                             const std::string& to, const std::function<bool(uint64_t ino)>& in_use) {
+    if (from.empty() || from.size() > kMaxName || to.empty() || to.size() > kMaxName) return std::nullopt;
+    std::unique_lock lock(mu_);
+    Dir* d = usable_by_locked(cred, dir);
+    if (!d) return std::nullopt; // (a rename alone does not ask for the directory)
+    auto src = d->entries.find(from);
+    if (src == d->entries.end()) return Status(Code::not_found, "no entry '" + from + "'");
+    const uint64_t ino = src->second.ino;
+    if (src->second.type != 1 || proto::shard_of(ino) != proto::shard_of(dir)) return std::nullopt;
+    auto dst = d->entries.find(to);
+    if (dst != d->entries.end()) {
+        if (dst->second.ino == ino) return Status::OK(); // two names of one inode: nothing to do
+        if (dst->second.type == 2) return Status(Code::is_dir, "'" + to + "' is a directory");
+        if (dst->second.type != 1 || proto::shard_of(dst->second.ino) != proto::shard_of(dir)) return std::nullopt;
+        if (in_use && in_use(dst->second.ino)) return std::nullopt;
+    }
+    if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
+    src = d->entries.find(from); // (room_locked may have waited)
+    dst = d->entries.find(to);
+    if (src == d->entries.end() || src->second.ino != ino) return std::nullopt;
+    if (dst != d->entries.end()) {
+        made_.erase(dst->second.ino);
+        d->entries.erase(dst);
+    }
+    Entry moved = std::move(src->second);
+    d->entries.erase(src);
+    const int64_t t = now_ns();
+    if (moved.attr) {
+        moved.attr->ctime_ns = t; // as the daemon sets it (rename changes the inode's ctime)
+        made_[ino] = {dir, to};
+    }
+    d->entries[to] = std::move(moved);
+    d->attr.mtime_ns = d->attr.ctime_ns = t;
+    queue_locked(*d, proto::DirOp{3, from, ino, 0, t, 0, {}, to});
     return Status::OK();
 }
 
@@ -294,12 +352,13 @@ std::optional<proto::Attr> DirDelegations::dir_attr(uint64_t dir) {
 Result<proto::Attr> DirDelegations::attr_of(std::unique_lock<std::mutex>& lock, const Dir& d, uint64_t ino) {
     // The daemon knows the inode: it was in the directory at the grant, or it was made here
     // and a request about it since (before_request) waited for its create. What it says of
-    // it is current unless an unlink answered here of another of its names (a hard link) is
-    // still on its way: that changes its link count, so then the queue goes first.
-    bool unlinking = std::find(d.sending_unlinks.begin(), d.sending_unlinks.end(), ino) != d.sending_unlinks.end();
-    for (size_t i = 0; i < d.queued.size() && !unlinking; ++i)
-        unlinking = d.queued[i].kind == 2 && d.queued[i].ino == ino;
-    if (unlinking) barrier_locked(lock);
+    // it is current unless an unlink or a rename answered here that names it is still on its
+    // way (an unlink of another of its names changes its link count, a rename its ctime):
+    // then the queue goes first.
+    bool moving = std::find(d.sending_moved.begin(), d.sending_moved.end(), ino) != d.sending_moved.end();
+    for (size_t i = 0; i < d.queued.size() && !moving; ++i)
+        moving = d.queued[i].kind != 1 && d.queued[i].ino == ino;
+    if (moving) barrier_locked(lock);
     lock.unlock();
     return meta_call<proto::Getattr>(*io_, ino, proto::InoRequest{ino});
 }
@@ -411,9 +470,9 @@ void DirDelegations::send_locked(std::unique_lock<std::mutex>& lock, uint64_t di
     req.ops.assign(std::make_move_iterator(d.queued.begin()), std::make_move_iterator(d.queued.begin() + n));
     d.queued.erase(d.queued.begin(), d.queued.begin() + n);
     d.sending_first = n ? d.seqs.front() : 0;
-    d.sending_unlinks.clear();
+    d.sending_moved.clear();
     for (const auto& op : req.ops)
-        if (op.kind == 2) d.sending_unlinks.push_back(op.ino);
+        if (op.kind != 1) d.sending_moved.push_back(op.ino);
     d.seqs.erase(d.seqs.begin(), d.seqs.begin() + n);
     if (!d.queued.empty()) d.queued_since = Clock::now();
     req.release = release && d.queued.empty();
@@ -426,7 +485,7 @@ void DirDelegations::send_locked(std::unique_lock<std::mutex>& lock, uint64_t di
     lock.lock();
     Dir& dd = dirs_.at(dir); // only this thread erases
     dd.sending_first = 0;
-    dd.sending_unlinks.clear();
+    dd.sending_moved.clear();
     ++stats_.batches;
     if (!r.ok()) {
         // The delegation is lost (it ended, or the daemons cannot be reached): so is what was

@@ -77,14 +77,22 @@ public:
     // else the outcome. A directory is delegated to the credentials of the caller whose
     // operations asked for it (the daemon checked them, and new files are theirs); a caller
     // with other credentials (another user of a FUSE mount) goes to the daemon.
-    // create: O_CREAT, exclusive or not (an existing file's attributes are read).
+    // create: O_CREAT, exclusive or not (an existing file's attributes are read); an exclusive
+    // one may come with the size and extended attributes the file is made with (NewFile).
     std::optional<Result<proto::Attr>> create(const proto::Cred& cred, uint64_t dir, const std::string& name,
-                                              uint32_t mode, bool exclusive);
+                                              uint32_t mode, bool exclusive, uint64_t size = 0,
+                                              const std::vector<proto::XattrPair>& xattrs = {});
     // unlink: `in_use` (optional) names inodes the caller keeps state for (a file open in a
     // FUSE mount): their unlink goes to the daemon, whose answer the caller acts on at once.
     std::optional<Status> unlink(const proto::Cred& cred, uint64_t dir, const std::string& name,
                                  const std::function<bool(uint64_t ino)>& in_use = {});
     std::optional<Result<proto::Attr>> lookup(const proto::Cred& cred, uint64_t dir, const std::string& name);
+    // rename of regular file `from` to `to` within dir (rename(2) without flags: a regular
+    // file under `to` is replaced, its data released once the daemon applied it). Anything
+    // else (a directory or symlink on either side, an inode of another shard, one in use) is
+    // the daemon's.
+    std::optional<Status> rename(const proto::Cred& cred, uint64_t dir, const std::string& from, const std::string& to,
+                                 const std::function<bool(uint64_t ino)>& in_use = {});
     // The attributes of directory dir while it is delegated here: the grant's, with the times
     // the operations answered here gave it (as the daemon sets them when it applies them).
     // Nothing when it is not: the daemon's are current then. (A FUSE mount's kernel asks
@@ -127,7 +135,7 @@ private:
         std::vector<proto::DirOp> queued;
         std::vector<uint64_t> seqs;  // each queued operation's number (barrier)
         uint64_t sending_first = 0;  // the first number of the batch on its way (0: none)
-        std::vector<uint64_t> sending_unlinks; // the inodes its unlinks name (attr_of)
+        std::vector<uint64_t> sending_moved; // the inodes its unlinks and renames name (attr_of)
         Clock::time_point queued_since;
         bool recalled = false;                      // no new operations; release when the queue is sent
         bool voluntary = false;                     // recalled by before_request: no cooldown

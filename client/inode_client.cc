@@ -275,6 +275,11 @@ Status InodeClient::rmdir(const proto::Cred& cred, uint64_t parent, const std::s
 
 Status InodeClient::rename(const proto::Cred& cred, uint64_t parent, const std::string& name, uint64_t new_parent,
                            const std::string& new_name, uint32_t flags) {
+    // A regular file renamed within a delegated directory: answered here, unless the file it
+    // replaces is open here (then, as for unlink, the daemon's answer must reach it at once).
+    if (deleg_ && parent == new_parent && flags == 0)
+        if (auto done = deleg_->rename(cred, parent, name, new_name, [this](uint64_t ino) { return find_open(ino) != nullptr; }))
+            return *done;
     auto r = meta<proto::Rename>(parent, proto::RenameRequest{cred, parent, name, new_parent, new_name, flags});
     if (!r.ok()) return r.status();
     if (r->replaced && r->replaced->last_link && r->replaced->attr.type == 1) return drop_data(r->replaced->attr);

@@ -42,7 +42,7 @@ TESTS += tests/unit/local_reads_test
 
 # libjobfs against three real jobfsd processes (LocalCluster starts the jobfsd of this tree).
 check_PROGRAMS += tests/unit/client_test
-tests_unit_client_test_SOURCES = tests/unit/client_test.cc
+tests_unit_client_test_SOURCES = tests/unit/client_test.cc tests/unit/read_whole.h
 tests_unit_client_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_client_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/client_test
@@ -51,7 +51,7 @@ TESTS += tests/unit/client_test
 # Leased attributes: two clients and a stopped holder (tests/helpers/lease_holder) against jobfsd.
 # Directory delegations: libjobfs clients against three real jobfsd processes.
 check_PROGRAMS += tests/unit/dir_delegation_test tests/helpers/dir_holder
-tests_unit_dir_delegation_test_SOURCES = tests/unit/dir_delegation_test.cc tests/unit/daemon_counts.h tests/unit/two_clients_fixture.h tests/unit/child_process.h tests/unit/child_process.cc
+tests_unit_dir_delegation_test_SOURCES = tests/unit/dir_delegation_test.cc tests/unit/daemon_counts.h tests/unit/read_whole.h tests/unit/two_clients_fixture.h tests/unit/child_process.h tests/unit/child_process.cc
 tests_unit_dir_delegation_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_dir_delegation_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/dir_delegation_test

@@ -547,7 +547,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
                                                  std::to_string(proto::kMaxDirOps) + ")");
             std::vector<MetaShard::DirOp> ops;
             ops.reserve(r.ops.size());
-            for (const auto& o : r.ops) ops.push_back(MetaShard::DirOp{o.kind, o.name, o.ino, o.mode, o.time_ns});
+            for (const auto& o : r.ops) {
+                MetaShard::DirOp op{o.kind, o.name, o.ino, o.mode, o.time_ns, {o.size, {}}, o.new_name};
+                for (const auto& x : o.xattrs) op.init.xattrs.emplace_back(x.name, x.value);
+                ops.push_back(std::move(op));
+            }
             auto res = sh.dir_ops(from_wire(r.cred), r.dir, r.token, ops, r.release, r.more_inos ? proto::kDelegatedInos : 0);
             if (!res.ok()) return res.status();
             if (r.release) im->delegations->released(r.dir, r.token);

@@ -980,10 +980,65 @@ struct MetaShard::Impl {
         a.chunk_size = l.chunk_size;
         a.stripe_count = l.stripe_count;
         a.replicas = l.replicas;
+        // Size and attributes as do_create sets them, checked before anything is written.
+        if (op.init.size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
+        a.size = op.init.size;
+        for (const auto& [n, v] : op.init.xattrs) {
+            if (v.size() > kMaxXattrValueLen) return fail(Code::too_large, "value of " + n + " larger than 64 KiB");
+            JOBFS_RETURN_IF_ERROR(xattr_access(cred, a, n, true));
+        }
         if (Status w = insert_inode(a); !w.ok()) return wrote(w);
         if (Status w = put_dentry(dir.ino, op.name, a.ino, a.type); !w.ok()) return wrote(w);
+        for (const auto& [n, v] : op.init.xattrs)
+            if (Status w = run("INSERT OR REPLACE INTO xattrs(ino, name, value) VALUES(?, ?, ?)", a.ino, n, v); !w.ok())
+                return wrote(w);
         dir.mtime_ns = dir.ctime_ns = a.ctime_ns;
         return a;
+    }
+
+    // A delegated rename of a regular file within dir (a temporary name to the final one, as
+    // stage-in makes them): a regular file under the new name is replaced, as rename(2) does.
+    // The outcome is the replaced file's (nothing replaced: an empty one).
+    Result<UnlinkResult> do_rename_delegated(const Cred& cred, Attr& dir, const MetaShard::DirOp& op, int64_t now) {
+        JOBFS_RETURN_IF_ERROR(check_name(op.name));
+        JOBFS_RETURN_IF_ERROR(check_name(op.new_name));
+        auto src_e = find_dentry(dir.ino, op.name);
+        if (!src_e.ok()) return src_e.status();
+        auto dst_e = find_dentry(dir.ino, op.new_name);
+        if (!dst_e.ok()) return dst_e.status();
+        UnlinkResult out;
+        const bool dst_is_it = dst_e->has_value() && (*dst_e)->ino == op.ino;
+        if (!src_e->has_value() || (*src_e)->ino != op.ino) {
+            if (dst_is_it) return out; // renamed by this batch before
+            return fail(Code::not_found, "no entry");
+        }
+        if ((*src_e)->type != FileType::regular) return fail(Code::invalid, "a delegated rename moves regular files only");
+        if (dst_is_it) return out; // two names of one inode: POSIX says do nothing
+        auto src = load_local(**src_e);
+        if (!src.ok()) return src.status();
+        JOBFS_RETURN_IF_ERROR(check_sticky(dir, *src, cred));
+        std::optional<Attr> dst;
+        if (dst_e->has_value()) {
+            if ((*dst_e)->type == FileType::directory) return fail(Code::is_dir, "target is a directory");
+            auto d = load_local(**dst_e);
+            if (!d.ok()) return d.status();
+            JOBFS_RETURN_IF_ERROR(check_sticky(dir, *d, cred));
+            dst = std::move(*d);
+        }
+        const int64_t t = op.time_ns ? op.time_ns : now;
+        if (dst) {
+            if (Status w = erase_dentry(dir.ino, op.new_name); !w.ok()) return wrote(w);
+            auto gone = drop_link(std::move(*dst), t);
+            if (!gone.ok()) return wrote(gone.status());
+            out = std::move(*gone);
+        }
+        if (Status w = run("UPDATE dentries SET name = ? WHERE parent = ? AND name = ?", op.new_name, dir.ino, op.name);
+            !w.ok())
+            return wrote(w);
+        src->ctime_ns = t;
+        if (Status w = store_inode(*src); !w.ok()) return wrote(w);
+        dir.mtime_ns = dir.ctime_ns = t;
+        return out;
     }
 
     Result<UnlinkResult> do_unlink_delegated(const Cred& cred, Attr& dir, const MetaShard::DirOp& op, int64_t now) {
@@ -2265,12 +2320,17 @@ Result<MetaShard::DirOpsResult> MetaShard::dir_ops(const Cred& cred, uint64_t di
                 else r = a.status();
             } else if (op.kind == kDirOpUnlink) {
                 r = impl_->do_unlink_delegated(cred, dir_attr, op, now);
+            } else if (op.kind == kDirOpRename) {
+                r = impl_->do_rename_delegated(cred, dir_attr, op, now);
             } else {
                 r = impl_->fail(Code::invalid, "delegated operation " + std::to_string(op.kind));
             }
             if (!r.ok()) {
                 if (impl_->write_failed || sqlite3_get_autocommit(impl_->db)) return impl_->with_op(r.status());
-                const std::string what = (op.kind == kDirOpCreate ? "create " : "unlink ") + in(op.name, dir);
+                const std::string what = (op.kind == kDirOpCreate   ? "create "
+                                          : op.kind == kDirOpUnlink ? "unlink "
+                                                                    : "rename to " + op.new_name + " of ") +
+                                         in(op.name, dir);
                 r = Status(r.status().code(), what + ": " + r.status().message());
             }
             out.outcomes.push_back(std::move(r));

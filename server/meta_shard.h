@@ -376,24 +376,27 @@ public:
     // lease on an entry in dir is recalled (ChangeObserver::dir_access).
     Result<Delegation> delegate_dir(const Cred& cred, uint64_t dir, uint64_t token, uint32_t max_entries,
                                     uint32_t inos);
-    static constexpr uint8_t kDirOpCreate = 1, kDirOpUnlink = 2;
+    static constexpr uint8_t kDirOpCreate = 1, kDirOpUnlink = 2, kDirOpRename = 3;
     struct DirOp {
         uint8_t kind = 0;
         std::string name;
-        uint64_t ino = 0;    // create: the new file's (from a range the holder was given)
+        uint64_t ino = 0;    // create: the new file's (from a range the holder was given); else the entry's
         uint32_t mode = 0;   // create
-        int64_t time_ns = 0; // create: its times (0: now)
+        int64_t time_ns = 0; // create: its times; rename: the file's ctime and the directory's times (0: now)
+        NewFile init;        // create: its size and extended attributes
+        std::string new_name; // rename: the entry's new name in the directory (a file there is replaced)
     };
     struct DirOpsResult {
         std::vector<Result<UnlinkResult>> outcomes; // the file made, or what the unlink did
         uint64_t ino_first = 0; // more_inos: another range
         uint32_t ino_count = 0;
     };
-    // The holder's operations in dir, in order, in one transaction: each as create (exclusive)
-    // or unlink alone would make it, with an outcome each (as rename_in_dir). One already made
-    // (the batch asked again after a failover) is not made twice: a create that finds its own
-    // inode under its name, an unlink that finds the name gone or naming another inode, are
-    // done. busy, and nothing made, when `token` does not hold dir. release: the delegation
+    // The holder's operations in dir, in order, in one transaction: each as create (exclusive,
+    // with its NewFile), unlink, or rename of a regular file within dir alone would make it,
+    // with an outcome each (as rename_in_dir; a rename's is the file it replaced, if any). One
+    // already made (the batch asked again after a failover) is not made twice: a create that
+    // finds its own inode under its name, an unlink that finds the name gone or naming another
+    // inode, a rename that finds its inode under the new name, are done. busy, and nothing made, when `token` does not hold dir. release: the delegation
     // ends with them.
     Result<DirOpsResult> dir_ops(const Cred& cred, uint64_t dir, uint64_t token, std::span<const DirOp> ops,
                                  bool release, uint32_t more_inos);

@@ -625,12 +625,15 @@ struct DelegateResponse {
     JOBFS_FIELDS(dir, entries, ino_first, ino_count, chunk_size, stripe_count, replicas, lease_ms)
 };
 struct DirOp {
-    uint8_t kind = 0;    // 1 create (exclusive), 2 unlink
+    uint8_t kind = 0;    // 1 create (exclusive), 2 unlink, 3 rename of a regular file within the directory
     std::string name;
-    uint64_t ino = 0;    // create: the new file's number (from the holder's range); unlink: the entry's
+    uint64_t ino = 0;    // create: the new file's number (from the holder's range); unlink, rename: the entry's
     uint32_t mode = 0;   // create
-    int64_t time_ns = 0; // create: its times, as the holder told its caller
-    JOBFS_FIELDS(kind, name, ino, mode, time_ns)
+    int64_t time_ns = 0; // create: its times; rename: the file's ctime and the directory's times (as the holder told its caller)
+    uint64_t size = 0;   // create: the size it is made with (CreateRequest::size)
+    std::vector<XattrPair> xattrs; // create: the attributes it is made with
+    std::string new_name; // rename: the new name (a regular file there is replaced)
+    JOBFS_FIELDS(kind, name, ino, mode, time_ns, size, xattrs, new_name)
 };
 struct DirOpsRequest {
     Cred cred;

@@ -331,7 +331,10 @@ public:
         if (!f.ok()) return f.status();
         return std::unique_ptr<WriteHandle>(new JobfsWrite(*c_, batches_, std::move(*f), tmp, path));
     }
-    void flush_commits() override { batches_.flush(); }
+    Status flush_commits() override {
+        batches_.flush();
+        return c_->sync_namespace();
+    }
     Result<std::unique_ptr<ReadHandle>> open(const std::string& path) override {
         auto f = c_->open(path, O_RDONLY);
         if (!f.ok()) return f.status();

@@ -69,8 +69,10 @@ public:
                                                        const std::string& etag) = 0;
     virtual Result<std::unique_ptr<ReadHandle>> open(const std::string& path) = 0;
     // Puts in place every file given to commit_later and not yet renamed, and runs their
-    // `done` callbacks, before it returns.
-    virtual void flush_commits() {}
+    // `done` callbacks, before it returns. Where the store answers creates and renames itself
+    // and sends them later (jobfs's delegated directories), also waits until they are at the
+    // file system: an error says some were lost, and files reported committed may be missing.
+    virtual Status flush_commits() { return Status::OK(); }
     // Writes a small file whole (the manifest), through a temporary name.
     Status write_file(const std::string& path, const std::string& data);
 };

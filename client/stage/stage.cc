@@ -677,6 +677,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
     };
 
     Status stopped;  // what ended the planning early (a page of the listing, or a directory not made)
+    Status synced;   // the file system has every file committed (FileStore::flush_commits)
     size_t listed_n = 0;        // keys listed (a streamed listing)
     bool listing_failed = false; // a streamed listing ended in an error (stopped says which)
     {
@@ -748,7 +749,7 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
         }
         pool.wait();
         writer.wait();
-        r.fs->flush_commits();
+        synced = r.fs->flush_commits();
         if (progress) progress->stop();
     }
     // A listing that failed after its first pages had been queued: what was queued finished
@@ -761,6 +762,12 @@ Status stage_run(const StageOptions& o, StageSummary* sum) {
                                                           stopped.message()));
     if (listing_failed) return planning_failed(stopped);
     if (!stopped.ok()) return stopped;
+    // Nothing names the files lost: the copy as a whole is not complete (no manifest), and a
+    // run again finds which are missing.
+    if (!synced.ok())
+        return Status(synced.code(), std::string(verb) + " into " + r.fs->display(dst->path) +
+                                         ": files reported copied may be missing (run it again to resume): " +
+                                         synced.message());
 
     if (r.not_shown)
         std::fprintf(stderr, "jobfs: %s: %llu more objects failed (not shown)\n", verb,

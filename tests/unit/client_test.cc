@@ -18,6 +18,7 @@
 #include "client/inode_client.h"
 #include "client/local_cluster.h"
 #include "server/chunk_store.h"
+#include "read_whole.h"
 #include "test_util.h"
 
 namespace jobfs::client {
@@ -64,16 +65,7 @@ protected:
         return client->close(**f);
     }
     Result<std::vector<uint8_t>> read_file(const std::string& path) { return read_file(*client, path); }
-    static Result<std::vector<uint8_t>> read_file(Client& c, const std::string& path) {
-        auto f = c.open(path, O_RDONLY);
-        if (!f.ok()) return f.status();
-        std::vector<uint8_t> out((*f)->size());
-        auto n = c.pread(**f, 0, out);
-        if (!n.ok()) return n.status();
-        out.resize(*n);
-        JOBFS_RETURN_IF_ERROR(c.close(**f));
-        return out;
-    }
+    static Result<std::vector<uint8_t>> read_file(Client& c, const std::string& path) { return test::read_whole(c, path); }
 
     std::string dir;
     std::unique_ptr<LocalCluster> cluster;

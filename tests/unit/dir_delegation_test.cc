@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "client/inode_client.h"
 #include "daemon_counts.h"
+#include "read_whole.h"
 #include "test_util.h"
 #include "two_clients_fixture.h"
 
@@ -333,6 +334,98 @@ TEST_F(DirDelegationTest, TheLinkCountOfAHardLinkTheHolderRemovedIsTheNewOne) {
     EXPECT_EQ(x->nlink, 1u);
 }
 
+// Stage-in's pattern: files made whole under temporary names, with their size and an
+// attribute (NewFile), then renamed into place by the batch, one over an existing file. The
+// holder answers all of it; another client then sees what the daemon would have made.
+TEST_F(DirDelegationTest, FilesMadeWithSizeAndAttributesAndRenamedIntoPlace) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    {
+        auto old = b->open("/d/f7", O_WRONLY | O_CREAT | O_EXCL, 0644);
+        ASSERT_TRUE(old.ok());
+        ASSERT_TRUE(b->pwrite(**old, 0, test::pattern(100, 1)).ok());
+        ASSERT_TRUE(b->close(**old).ok());
+    }
+    constexpr int kFiles = 40;
+    const uint64_t before = a->delegation_stats().ops;
+    std::vector<std::pair<std::string, std::string>> moves;
+    for (int i = 0; i < kFiles; ++i) {
+        const auto data = test::pattern(5000 + i, i);
+        NewFile init{data.size(), {{"user.etag", "etag-" + std::to_string(i)}}};
+        auto f = a->create("/d/.tmp" + std::to_string(i), O_WRONLY | O_CREAT | O_EXCL, 0644, init);
+        ASSERT_TRUE(f.ok()) << i << ": " << f.status().to_string();
+        ASSERT_TRUE(a->pwrite(**f, 0, data).ok());
+        ASSERT_TRUE(a->close(**f).ok());
+        moves.emplace_back(".tmp" + std::to_string(i), "f" + std::to_string(i));
+    }
+    auto r = a->rename_in_dir("/d", moves);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    for (int i = 0; i < kFiles; ++i) EXPECT_TRUE((*r)[i].ok()) << i << ": " << (*r)[i].to_string();
+    EXPECT_GE(a->delegation_stats().ops, before + 2 * kFiles - DirDelegations::kAskAfter) << "not delegated";
+    ASSERT_TRUE(a->sync_namespace().ok());
+    const auto seen = names(*b, "/d");
+    EXPECT_EQ(seen.size(), size_t(kFiles));
+    EXPECT_FALSE(seen.count(".tmp3"));
+    for (int i : {0, 7, kFiles - 1}) {
+        const std::string p = "/d/f" + std::to_string(i);
+        auto st = b->stat(p);
+        ASSERT_TRUE(st.ok()) << p << ": " << st.status().to_string();
+        EXPECT_EQ(st->size, 5000u + i);
+        auto x = b->getxattr(p, "user.etag");
+        EXPECT_EQ(x.ok() ? *x : x.status().to_string(), "etag-" + std::to_string(i));
+        auto f = b->open(p, O_RDONLY);
+        ASSERT_TRUE(f.ok());
+        std::vector<uint8_t> back(6000);
+        auto n = b->pread(**f, 0, back);
+        ASSERT_TRUE(n.ok());
+        back.resize(*n);
+        EXPECT_TRUE(back == test::pattern(5000 + i, i)) << p;
+        ASSERT_TRUE(b->close(**f).ok());
+    }
+    // What the holder answers for a name it cannot rename: the daemon's words.
+    auto bad = a->rename_in_dir("/d", {{"nope", "f1"}});
+    ASSERT_TRUE(bad.ok());
+    EXPECT_EQ((*bad)[0].code(), Code::not_found);
+}
+
+// A checkpoint written under a temporary name and renamed into place, twice (the second
+// time over the first): the holder renames it itself, and the newest bytes are what others read.
+TEST_F(DirDelegationTest, ACheckpointRenamedIntoPlaceIsTheHoldersToRename) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 10);
+    for (int step = 0; step < 2; ++step) {
+        auto f = a->open("/d/ckpt.tmp", O_WRONLY | O_CREAT | O_EXCL, 0644);
+        ASSERT_TRUE(f.ok()) << f.status().to_string();
+        ASSERT_TRUE(a->pwrite(**f, 0, test::pattern(300000, step)).ok());
+        ASSERT_TRUE(a->close(**f).ok());
+        const uint64_t before = a->delegation_stats().ops;
+        ASSERT_TRUE(a->rename("/d/ckpt.tmp", "/d/ckpt").ok());
+        EXPECT_EQ(a->delegation_stats().ops, before + 1) << "step " << step << ": not renamed by the holder";
+    }
+    EXPECT_EQ(a->rename("/d/ckpt.tmp", "/d/x").code(), Code::not_found);
+    auto back = test::read_whole(*b, "/d/ckpt");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(*back == test::pattern(300000, 1));
+    EXPECT_EQ(names(*b, "/d").size(), 11u);
+}
+
+// An attribute the holder cannot be sure the daemon takes (not user.*) sends that create to
+// the daemon, which judges it; the file is made all the same.
+TEST_F(DirDelegationTest, AFileMadeWithAnotherKindOfAttributeIsTheDaemonsToMake) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 10);
+    const uint64_t before = a->delegation_stats().ops;
+    NewFile init{10, {{"trusted.mark", "x"}}};
+    auto f = a->create("/d/t", O_WRONLY | O_CREAT | O_EXCL, 0644, init);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_TRUE(a->close(**f).ok());
+    EXPECT_EQ(a->delegation_stats().ops, before);
+    auto x = b->getxattr("/d/t", "trusted.mark");
+    EXPECT_EQ(x.ok() ? *x : x.status().to_string(), "x");
+}
+
 // ---- a FUSE mount's client (InodeClient, jobfs-fuse) -------------------------------------
 
 class MountDelegationTest : public DirDelegationTest {
@@ -399,6 +492,28 @@ TEST_F(MountDelegationTest, AMountAnswersCreatesLookupsAndUnlinksAsTheDaemonWoul
     EXPECT_GE(m->delegation_stats().ops, before + 50 - DirDelegations::kAskAfter) << "the unlinks were not delegated";
     EXPECT_EQ(m->unlink(root, d, "f7").code(), Code::not_found);
     EXPECT_TRUE(names(*b, "/d").empty());
+}
+
+// mv within a delegated directory on the mount, also over a file: the mount answers it, and
+// another node sees the new names, the replaced file's bytes gone.
+TEST_F(MountDelegationTest, ARenameWithinTheDirectoryIsTheMountsToAnswer) {
+    start_delegated(0755);
+    auto c = m->create(root, d, "big", 0644, O_WRONLY | O_CREAT | O_EXCL);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(m->write(*c->second, 0, test::pattern(2 << 20, 3)).ok());
+    ASSERT_TRUE(m->release(std::move(c->second)).ok());
+    const uint64_t before = m->delegation_stats().ops;
+    ASSERT_TRUE(m->rename(root, d, "f1", d, "g1", 0).ok());
+    ASSERT_TRUE(m->rename(root, d, "f2", d, "big", 0).ok());
+    EXPECT_EQ(m->rename(root, d, "f1", d, "g2", 0).code(), Code::not_found);
+    EXPECT_EQ(m->delegation_stats().ops, before + 2) << "the renames were not answered by the mount";
+    EXPECT_EQ(m->lookup(root, d, "f2").status().code(), Code::not_found);
+    const auto seen = names(*b, "/d");
+    EXPECT_TRUE(seen.count("g1") && seen.count("big") && !seen.count("f1") && !seen.count("f2"));
+    auto big = b->stat("/d/big");
+    ASSERT_TRUE(big.ok());
+    EXPECT_EQ(big->size, 0u) << "big is f2 now";
+    EXPECT_EQ(seen.size(), 10u);
 }
 
 // A directory is delegated to the user whose operations asked for it. Another user's create
