@@ -744,15 +744,7 @@ Status Client::settle_size(File& f) {
     return Status::OK();
 }
 
-Status Client::sync_namespace() {
-    if (!deleg_) return Status::OK();
-    deleg_->barrier();
-    const uint64_t lost = deleg_->stats().lost;
-    const uint64_t before = lost_reported_.exchange(lost);
-    if (lost == before) return Status::OK();
-    return Status(Code::io, std::to_string(lost - before) +
-                                " creates or unlinks in delegated directories were lost (the log names them)");
-}
+Status Client::sync_namespace() { return deleg_ ? deleg_->sync() : Status::OK(); }
 
 Status Client::lost_create(File& f) {
     if (!deleg_) return Status::OK();

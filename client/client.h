@@ -271,7 +271,6 @@ private:
     // Directories delegated here (null when ClientOptions::dir_delegation is off); goes before
     // io_, which it sends with.
     std::shared_ptr<DirDelegations> deleg_;
-    std::atomic<uint64_t> lost_reported_{0}; // delegated operations lost, as sync_namespace said
     proto::Cred cred_;
     std::chrono::milliseconds timeout_{30000};
     size_t write_behind_bytes_ = 0;

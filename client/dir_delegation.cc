@@ -407,6 +407,16 @@ void DirDelegations::barrier_locked(std::unique_lock<std::mutex>& lock) {
     cv_.wait(lock, [&] { return oldest_locked() > target; });
 }
 
+Status DirDelegations::sync() {
+    std::unique_lock lock(mu_);
+    barrier_locked(lock);
+    const uint64_t lost = stats_.lost - lost_reported_;
+    lost_reported_ = stats_.lost;
+    if (lost == 0) return Status::OK();
+    return Status(Code::io, std::to_string(lost) +
+                                " creates, unlinks or renames in delegated directories were lost (the log names them)");
+}
+
 Status DirDelegations::error_of(uint64_t ino) {
     std::lock_guard lock(mu_);
     auto it = failed_.find(ino);

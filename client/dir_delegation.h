@@ -100,6 +100,9 @@ public:
     std::optional<proto::Attr> dir_attr(uint64_t dir);
     // Returns once every operation queued before the call was applied by the daemons (or failed).
     void barrier();
+    // barrier, then io if operations were lost since the last sync (the log names them): what
+    // Client::sync_namespace and a FUSE mount's fsync of a directory answer.
+    Status sync();
     // barrier, and when key (what a request of this client names first: a directory, an
     // inode) is a directory delegated here, gives it back first.
     void before_request(uint64_t key);
@@ -196,6 +199,7 @@ private:
     bool flush_now_ = false;
     bool stopping_ = false;
     Stats stats_;
+    uint64_t lost_reported_ = 0; // stats_.lost at the last sync
     std::thread flusher_; // last: started once everything above exists
 };
 

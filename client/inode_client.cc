@@ -334,6 +334,8 @@ Result<FsSpace> InodeClient::statfs() {
     return out;
 }
 
+Status InodeClient::sync_namespace() { return deleg_ ? deleg_->sync() : Status::OK(); }
+
 // ---- files ----------------------------------------------------------------------------------
 
 Result<std::pair<proto::Attr, std::unique_ptr<Handle>>> InodeClient::create(const proto::Cred& cred, uint64_t parent,

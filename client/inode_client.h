@@ -150,6 +150,9 @@ public:
     Status removexattr(const proto::Cred& cred, uint64_t ino, const std::string& name);
     // Asks every daemon (DiskSpace, MetaCounts) and sums.
     Result<FsSpace> statfs();
+    // Returns once every create, unlink and rename answered here in a delegated directory is at
+    // the daemons (fsyncdir); io if some were lost since the last call (Client::sync_namespace).
+    Status sync_namespace();
 
     // ---- files ----------------------------------------------------------------------------
     // Creates (O_EXCL: must not exist) or opens the regular file name in parent; O_TRUNC

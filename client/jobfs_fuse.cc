@@ -620,8 +620,11 @@ void jf_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     fuse_reply_err(req, 0);
 }
 
-void jf_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
-    fuse_reply_err(req, 0); // every namespace change is committed on its shard before we answer
+void jf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+    // Namespace changes are committed on their shard once there; those this mount answered in
+    // a delegated directory are queued until then (a few milliseconds): fsync of a directory
+    // waits for them, and fails if some were lost.
+    reply_status(req, "fsyncdir", ino, fs_of(req).client->sync_namespace());
 }
 
 void jf_statfs(fuse_req_t req, fuse_ino_t ino) {

@@ -241,7 +241,10 @@ public:
         s = c_.rename(tmp_, final_);
         if (!s.ok()) return s.with_context("rename jobfs:" + tmp_);
         tmp_.clear();
-        return Status::OK();
+        // In place at the daemons before it counts as done (a rename in a delegated directory
+        // is queued until then).
+        s = c_.sync_namespace();
+        return s.ok() ? s : s.with_context("put jobfs:" + final_ + " in place");
     }
     void commit_later(std::function<void(Status)> done) override {
         Status s = c_.close(*f_);

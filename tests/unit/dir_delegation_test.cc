@@ -431,8 +431,8 @@ TEST_F(DirDelegationTest, AFileMadeWithAnotherKindOfAttributeIsTheDaemonsToMake)
 class MountDelegationTest : public DirDelegationTest {
 protected:
     const proto::Cred root{0, 0, {}};
-    std::unique_ptr<InodeClient> mount() {
-        auto m = InodeClient::connect(cluster->info());
+    std::unique_ptr<InodeClient> mount(const InodeClientOptions& o = {}) {
+        auto m = InodeClient::connect(cluster->info(), o);
         EXPECT_TRUE(m.ok()) << m.status().to_string();
         return m.ok() ? std::move(*m) : nullptr;
     }
@@ -492,6 +492,28 @@ TEST_F(MountDelegationTest, AMountAnswersCreatesLookupsAndUnlinksAsTheDaemonWoul
     EXPECT_GE(m->delegation_stats().ops, before + 50 - DirDelegations::kAskAfter) << "the unlinks were not delegated";
     EXPECT_EQ(m->unlink(root, d, "f7").code(), Code::not_found);
     EXPECT_TRUE(names(*b, "/d").empty());
+}
+
+// fsync of a directory on the mount (sync_namespace) returns once what the mount answered is
+// at the daemons: here the queue would otherwise wait 30 s (its flush delay) to be sent.
+TEST_F(MountDelegationTest, FsyncOfTheDirectoryWaitsForTheQueue) {
+    start();
+    InodeClientOptions o;
+    o.dir_delegation_flush_delay = std::chrono::seconds(30);
+    m = mount(o);
+    ASSERT_TRUE(m);
+    auto made = m->mkdir(root, kRootIno, "d", 0755);
+    ASSERT_TRUE(made.ok());
+    d = made->ino;
+    const uint64_t at_start = test::inodes_at_daemons(b->daemons());
+    create_delegated(*m, root, d, 20);
+    ASSERT_TRUE(m->rename(root, d, "f0", d, "g0", 0).ok());
+    ASSERT_LT(test::inodes_at_daemons(b->daemons()), at_start + 20) << "the queue went out before the sync";
+    ASSERT_TRUE(m->sync_namespace().ok());
+    EXPECT_EQ(test::inodes_at_daemons(b->daemons()), at_start + 20);
+    const auto seen = names(*b, "/d");
+    EXPECT_EQ(seen.size(), 20u);
+    EXPECT_TRUE(seen.count("g0") && !seen.count("f0"));
 }
 
 // mv within a delegated directory on the mount, also over a file: the mount answers it, and
