@@ -142,6 +142,7 @@ private:
         Clock::time_point queued_since;
         bool recalled = false;                      // no new operations; release when the queue is sent
         bool voluntary = false;                     // recalled by before_request: no cooldown
+        bool recalled_at_grant = false;             // the recall came before the grant was kept (forget_locked)
         uint64_t answered = 0;                      // operations answered under it
         std::vector<transport::ServerCall> recalls; // answered once released
     };
