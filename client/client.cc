@@ -746,11 +746,7 @@ Status Client::settle_size(File& f) {
 
 Status Client::sync_namespace() { return deleg_ ? deleg_->sync() : Status::OK(); }
 
-Status Client::lost_create(File& f) {
-    if (!deleg_) return Status::OK();
-    Status s = deleg_->error_of(f.ino);
-    return s.ok() ? s : s.with_context("the create of inode " + std::to_string(f.ino) + " was lost");
-}
+Status Client::lost_create(File& f) { return deleg_ ? deleg_->error_of(f.ino) : Status::OK(); }
 
 Status Client::fsync(File& f) {
     if (deleg_) deleg_->barrier(); // its create is at the daemons, or known to have failed

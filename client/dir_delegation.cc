@@ -194,9 +194,16 @@ Status DirDelegations::ask(const proto::Cred& cred, uint64_t dir) {
     return Status::OK();
 }
 
-DirDelegations::Dir* DirDelegations::room_locked(std::unique_lock<std::mutex>& lock, uint64_t dir) {
+DirDelegations::Dir* DirDelegations::held_for_locked(std::unique_lock<std::mutex>& lock, const proto::Cred& cred,
+                                                     uint64_t dir) {
+    if (Dir* d = usable_locked(dir)) return same_cred(d->cred, cred) ? d : nullptr;
+    return want(lock, cred, dir) ? usable_by_locked(cred, dir) : nullptr;
+}
+
+DirDelegations::Dir* DirDelegations::room_locked(std::unique_lock<std::mutex>& lock, const proto::Cred& cred,
+                                                 uint64_t dir) {
     for (;;) {
-        Dir* d = usable_locked(dir);
+        Dir* d = usable_by_locked(cred, dir);
         if (!d) return nullptr;
         if (d->queued.size() < kMaxQueued && d->ino_next < d->ino_end) return d;
         if (d->ino_next >= d->ino_end) d->want_inos = true;
@@ -241,9 +248,8 @@ std::optional<Result<proto::Attr>> DirDelegations::create(const proto::Cred& cre
     if ((size || !xattrs.empty()) && (!exclusive || size > uint64_t(INT64_MAX) || !plain_xattrs(cred, mode, xattrs)))
         return std::nullopt;
     std::unique_lock lock(mu_);
-    Dir* d = usable_locked(dir);
-    if (d && !same_cred(d->cred, cred)) return std::nullopt;
-    if (!d && (!want(lock, cred, dir) || !(d = usable_by_locked(cred, dir)))) return std::nullopt;
+    Dir* d = held_for_locked(lock, cred, dir);
+    if (!d) return std::nullopt;
     if (auto it = d->entries.find(name); it != d->entries.end()) {
         if (exclusive) return Result<proto::Attr>(Status(Code::exists, "'" + name + "' exists"));
         if (it->second.type == 2) return Result<proto::Attr>(Status(Code::is_dir, "'" + name + "' is a directory"));
@@ -251,7 +257,7 @@ std::optional<Result<proto::Attr>> DirDelegations::create(const proto::Cred& cre
         if (it->second.attr) return Result<proto::Attr>(*it->second.attr);
         return attr_of(lock, *d, it->second.ino);
     }
-    if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
+    if (!(d = room_locked(lock, cred, dir))) return std::nullopt;
     if (d->entries.count(name)) { // made by another thread while this one waited for room
         lock.unlock();
         return create(cred, dir, name, mode, exclusive, size, xattrs);
@@ -272,15 +278,14 @@ std::optional<Status> DirDelegations::unlink(const proto::Cred& cred, uint64_t d
                                              const std::function<bool(uint64_t ino)>& in_use) {
     if (name.empty() || name.size() > kMaxName) return std::nullopt;
     std::unique_lock lock(mu_);
-    Dir* d = usable_locked(dir);
-    if (d && !same_cred(d->cred, cred)) return std::nullopt;
-    if (!d && (!want(lock, cred, dir) || !(d = usable_by_locked(cred, dir)))) return std::nullopt;
+    Dir* d = held_for_locked(lock, cred, dir);
+    if (!d) return std::nullopt;
     auto it = d->entries.find(name);
     if (it == d->entries.end()) return Status(Code::not_found, "no entry '" + name + "'");
     if (it->second.type == 2) return Status(Code::is_dir, "'" + name + "' is a directory");
     // An inode of another shard (a hard link made elsewhere) is the daemons' to unlink.
     if (proto::shard_of(it->second.ino) != proto::shard_of(dir)) return std::nullopt;
-    if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
+    if (!(d = room_locked(lock, cred, dir))) return std::nullopt;
     it = d->entries.find(name);
     if (it == d->entries.end()) return Status(Code::not_found, "no entry '" + name + "'");
     const uint64_t ino = it->second.ino;
@@ -311,7 +316,7 @@ std::optional<Status> DirDelegations::rename(const proto::Cred& cred, uint64_t d
         if (dst->second.type != 1 || proto::shard_of(dst->second.ino) != proto::shard_of(dir)) return std::nullopt;
         if (in_use && in_use(dst->second.ino)) return std::nullopt;
     }
-    if (!(d = room_locked(lock, dir)) || !same_cred(d->cred, cred)) return std::nullopt;
+    if (!(d = room_locked(lock, cred, dir))) return std::nullopt;
     src = d->entries.find(from); // (room_locked may have waited)
     dst = d->entries.find(to);
     if (src == d->entries.end() || src->second.ino != ino) return std::nullopt;
@@ -421,7 +426,8 @@ Status DirDelegations::sync() {
 Status DirDelegations::error_of(uint64_t ino) {
     std::lock_guard lock(mu_);
     auto it = failed_.find(ino);
-    return it == failed_.end() ? Status::OK() : it->second;
+    if (it == failed_.end()) return Status::OK();
+    return it->second.with_context("the create of inode " + std::to_string(ino) + " was lost");
 }
 
 DirDelegations::Stats DirDelegations::stats() const {

@@ -1,6 +1,7 @@
-// dir_delegation.h: directories delegated to this client, where it answers creates and
-// unlinks itself and sends them to the daemons in batches (daemon_protocol.h, DelegateDir,
-// DirOps, DirRecall; the daemon's side: server/dir_delegations.h).
+// dir_delegation.h: directories delegated to this client, where it answers lookups, creates,
+// unlinks and renames within the directory itself and sends them to the daemons in batches
+// (daemon_protocol.h, DelegateDir, DirOps, DirRecall; the daemon's side:
+// server/dir_delegations.h). Used by libjobfs's Client and by the FUSE mount's InodeClient.
 //
 // Why: a create or unlink is one round trip and one replicated transaction on the directory's
 // shard; a job making or removing thousands of files in its own directory waits for each. Like
@@ -8,15 +9,19 @@
 // for it (after kAskAfter creates or unlinks there within kAskWindow) and gets every entry of
 // it, inode numbers for new files, and the promise that nothing else reads or changes its
 // entries before the daemon recalled the delegation. Then a create is answered here (exists,
-// or the new file's attributes, made as the daemon would make them) and an unlink too (not
-// found, is a directory, or done), and both are queued; the flusher thread sends them, up to
-// kMaxDirOps per request, when kBatch are queued, after a flush delay (2 ms), at a barrier, or when the
+// or the new file's attributes, made as the daemon would make them, also with a size and
+// user.* attributes), an unlink and a rename of a regular file too (not found, is a
+// directory, or done), and all are queued; the flusher thread sends them, up to kMaxDirOps
+// per request, when kBatch are queued, after a flush delay (2 ms), at a barrier, or when the
 // daemon recalls the directory (it sends what it holds back, with release, then answers).
+// A directory is held for the credentials whose operations asked for it; another user's
+// operations there are the daemon's (which recalls it).
 //
 // Consistency. Other clients see the same namespace as without delegations: they reach the
 // directory only through its daemon, which recalls the delegation first (this client's queued
 // operations are applied before theirs run). This client's own other metadata requests wait
-// for its queue to be applied first (barrier, called by Client before each). What differs is
+// for its queue to be applied first (before_request or barrier, called by the client before
+// each; sync for fsync of a directory and jobfs_sync_namespace). What differs is
 // durability and errors: an operation answered here is lost if this client dies (or is cut off
 // from the daemon for longer than the lease) before it was sent, as data in its write-behind
 // buffers would be. A queued operation that the daemon then refuses (it should not: the
@@ -106,7 +111,8 @@ public:
     // barrier, and when key (what a request of this client names first: a directory, an
     // inode) is a directory delegated here, gives it back first.
     void before_request(uint64_t key);
-    // Why the delegated create of ino failed, if it did (ok otherwise, also while it is queued).
+    // Why the delegated create of ino failed, if it did, as a file's fsync, flush or close says
+    // it (ok otherwise, also while it is queued).
     Status error_of(uint64_t ino);
 
     struct Stats {
@@ -169,8 +175,11 @@ private:
     Status ask(const proto::Cred& cred, uint64_t dir);
     // usable_locked, for operations of `cred` (null for another's).
     Dir* usable_by_locked(const proto::Cred& cred, uint64_t dir);
-    // Waits while dir's queue is full; dir may go meanwhile (then null).
-    Dir* room_locked(std::unique_lock<std::mutex>& lock, uint64_t dir);
+    // The directory delegated here for an operation of cred: held (null if for another
+    // user's), or asked for now if wanted (want). Null: the daemon's to answer.
+    Dir* held_for_locked(std::unique_lock<std::mutex>& lock, const proto::Cred& cred, uint64_t dir);
+    // Waits while dir's queue is full; dir may go meanwhile, or be another user's (then null).
+    Dir* room_locked(std::unique_lock<std::mutex>& lock, const proto::Cred& cred, uint64_t dir);
     void queue_locked(Dir& d, proto::DirOp op);
     // Attributes of an existing entry, from the daemon (the queue first if it changes them).
     // d is the directory holding it; lock held on entry, released on return.

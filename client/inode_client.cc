@@ -471,11 +471,7 @@ Status InodeClient::settle_size(OpenInode& n) {
     return Status::OK();
 }
 
-Status InodeClient::lost_create(uint64_t ino) {
-    if (!deleg_) return Status::OK();
-    Status s = deleg_->error_of(ino);
-    return s.ok() ? s : s.with_context("the create of " + ino_str(ino) + " was lost");
-}
+Status InodeClient::lost_create(uint64_t ino) { return deleg_ ? deleg_->error_of(ino) : Status::OK(); }
 
 Status InodeClient::flush(Handle& h) {
     // A delegated create still queued is not waited for: close-to-open holds all the same, as

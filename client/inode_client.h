@@ -6,8 +6,9 @@
 // or directory it names (shard_of(ino) % daemons, as Client does), with the caller's
 // credentials, so the daemons make every permission check. The exception, as in Client: a
 // directory delegated to this client (InodeClientOptions::dir_delegation) has its lookups,
-// creates and unlinks answered here, under the daemon's rules, for the user it was delegated
-// to; every other request first waits for those to reach the daemons (meta, daemon_attr).
+// creates, unlinks and renames answered here, under the daemon's rules, for the user it was
+// delegated to; every other request first waits for those to reach the daemons (meta,
+// daemon_attr), and its own attributes are the grant's (getattr).
 // File data goes straight to the chunk daemons (FileIO); the size is settled lazily
 // (ExtendSize at flush, fsync and release, docs/design.md).
 //
@@ -79,7 +80,7 @@ struct InodeClientOptions {
     // local_reads.h). Off: every byte over the transport.
     bool local_reads = true;
     // Directories where this mount makes or removes many files are delegated to it, and it
-    // answers their lookups, creates and unlinks itself (ClientOptions::dir_delegation,
+    // answers their lookups, creates, unlinks and renames itself (ClientOptions::dir_delegation,
     // dir_delegation.h): a create is no longer two round trips (lookup, create). Each caller's
     // credentials are its own: a directory is delegated to the user whose operations asked
     // for it, and other users' operations there go to the daemons, which recall it first.

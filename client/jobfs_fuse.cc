@@ -5,10 +5,11 @@
 // Shape. FUSE inode numbers are jobfs inode numbers (the root is 1 in both), so this server
 // keeps no inode table: lookup counts need no bookkeeping and forget is a no-op. Every request
 // becomes InodeClient calls (client/inode_client.h): namespace RPCs to the daemon of the shard
-// (lookups, creates and unlinks in a directory delegated to the mount answered by it, and sent
-// in batches: client/dir_delegation.h), data straight to the chunk daemons. Each request carries the caller's uid, gid and groups
-// (fuse_req_ctx, fuse_req_getgroups), so the daemons make the namespace permission checks; the
-// kernel checks data access (default_permissions) from the attributes we return.
+// (lookups, creates, unlinks and renames in a directory delegated to the mount answered by it,
+// and sent in batches: client/dir_delegation.h), data straight to the chunk daemons. Each
+// request carries the caller's uid, gid and groups (fuse_req_ctx, fuse_req_getgroups), so the
+// daemons make the namespace permission checks; the kernel checks data access
+// (default_permissions) from the attributes we return.
 //
 // Consistency: close-to-open. flush (every close(2)) settles the size on the metadata shard
 // before close returns; open fetches fresh attributes and tells the kernel to drop its cached

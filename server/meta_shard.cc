@@ -983,10 +983,7 @@ struct MetaShard::Impl {
         // Size and attributes as do_create sets them, checked before anything is written.
         if (op.init.size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
         a.size = op.init.size;
-        for (const auto& [n, v] : op.init.xattrs) {
-            if (v.size() > kMaxXattrValueLen) return fail(Code::too_large, "value of " + n + " larger than 64 KiB");
-            JOBFS_RETURN_IF_ERROR(xattr_access(cred, a, n, true));
-        }
+        for (const auto& [n, v] : op.init.xattrs) JOBFS_RETURN_IF_ERROR(xattr_settable(cred, a, n, v));
         if (Status w = insert_inode(a); !w.ok()) return wrote(w);
         if (Status w = put_dentry(dir.ino, op.name, a.ino, a.type); !w.ok()) return wrote(w);
         for (const auto& [n, v] : op.init.xattrs)
@@ -1395,6 +1392,12 @@ struct MetaShard::Impl {
         return fail(Code::unsupported, "unknown xattr namespace");
     }
 
+    // May cred set attribute name to value on a (setxattr, and a delegated create's attributes)?
+    Status xattr_settable(const Cred& cred, const Attr& a, const std::string& name, const std::string& value) {
+        if (value.size() > kMaxXattrValueLen) return fail(Code::too_large, "value of " + name + " larger than 64 KiB");
+        return xattr_access(cred, a, name, true);
+    }
+
     Result<std::optional<std::string>> find_xattr(uint64_t ino, const std::string& name) {
         auto st = query("SELECT value FROM xattrs WHERE ino = ? AND name = ?", ino, name);
         if (!st.ok()) return st.status();
@@ -1408,10 +1411,9 @@ struct MetaShard::Impl {
                        const std::string& value, int flags) {
         if ((flags & ~(kXattrCreate | kXattrReplace)) != 0)
             return fail(Code::invalid, "bad flags " + std::to_string(flags));
-        if (value.size() > kMaxXattrValueLen) return fail(Code::too_large, "value larger than 64 KiB");
         auto a = load_inode(ino);
         if (!a.ok()) return a.status();
-        JOBFS_RETURN_IF_ERROR(xattr_access(cred, *a, name, true));
+        JOBFS_RETURN_IF_ERROR(xattr_settable(cred, *a, name, value));
         auto old = find_xattr(ino, name);
         if (!old.ok()) return old.status();
         if ((flags & kXattrCreate) && old->has_value()) return fail(Code::exists, "attribute exists");
