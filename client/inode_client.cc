@@ -394,8 +394,10 @@ Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> 
     OpenInode& n = *h.node;
     if (n.pending) n.pending->quiesce(); // every handle of this process reads what any wrote
     if (offset + out.size() > n.visible_size() && !n.unlinked) {
-        // Past what we know: others may have written and settled more since.
-        auto a = daemon_attr(n.ino);
+        // Past what we know: others may have written and settled more since. (No wait for
+        // delegated operations: a file whose create is still queued is not_found there, and
+        // this process knows its size anyway.)
+        auto a = meta_call<proto::Getattr>(*io_, n.ino, proto::InoRequest{n.ino});
         if (a.ok()) n.size.store(a->size);
         else if (a.status().code() != Code::not_found) return a.status();
     }
