@@ -72,6 +72,7 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     c->dir_cache_ttl_ = options.dir_cache_ttl;
     c->write_behind_bytes_ = options.write_behind_bytes;
     transport::WorkerOptions wo;
+    wo.shared_memory = false; // every daemon is reached by host:port
     wo.name = "libjobfs." + std::to_string(getpid());
     wo.secret = cluster.secret;
     wo.call_timeout = options.timeout;

@@ -38,6 +38,7 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     std::unique_ptr<InodeClient> c(new InodeClient());
     c->timeout_ = options.timeout;
     transport::WorkerOptions wo;
+    wo.shared_memory = false; // every daemon is reached by host:port
     wo.name = options.name + "." + std::to_string(getpid());
     wo.secret = cluster.secret;
     wo.call_timeout = options.timeout;

@@ -584,6 +584,10 @@ Status Worker::Impl::init_ucx() {
     // every 20 s, declared the endpoint dead after two minutes). Keepalive every second bounds
     // that to a few seconds; an idle connection costs one small message a second.
     if (!getenv("UCX_KEEPALIVE_INTERVAL")) ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
+    if (!opts.shared_memory && !getenv("UCX_TLS")) {
+        s = ucp_config_modify(config, "TLS", "^sm");
+        if (s != UCS_OK) JOBFS_WARN("cannot leave out UCX's shared-memory transports: %s", ucs_status_string(s));
+    }
     // A daemon restarted on its port must be able to listen again while connections of its
     // previous life linger in the kernel (TIME_WAIT, FIN_WAIT2).
     if (!getenv("UCX_CM_REUSEADDR") && !getenv("UCX_TCP_CM_REUSEADDR")) {

@@ -52,6 +52,11 @@ struct WorkerOptions {
     // excludes shared memory; without it, shared memory is used between processes on one host
     // and a dead peer shows as a timeout instead.
     bool detect_peer_failure = true;
+    // Set up UCX's shared-memory transports (when UCX_TLS is not set). Connections made by
+    // host:port never use them (docs/transport.md), so a worker that makes no other kind (a
+    // client) leaves them out: their set-up was about 15 ms of the 21 ms a client's worker
+    // took to start on this machine, paid by every process that opens jobfs.
+    bool shared_memory = true;
 };
 
 // Outgoing bulk of a reply: memory the transport reads until the send completes. `keep` is
