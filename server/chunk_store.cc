@@ -123,6 +123,7 @@ struct ChunkStore::Impl {
     uint64_t chunk_size = 0;
     std::atomic<bool> direct{false};       // write aligned pieces with O_DIRECT (ChunkStore::open)
     uint64_t direct_min = 0;               // ... of at least this many bytes
+    uint64_t writeback_min = 0;            // start writeback of buffered pieces this large (0: never)
     std::atomic<uint64_t> direct_writes{0};
     std::array<std::mutex, kLockStripes> locks;
 
@@ -311,6 +312,12 @@ struct ChunkStore::Impl {
                            dir.c_str(), std::strerror(errno));
         }
         if (!pwrite_all(o.data, data.data(), data.size(), static_cast<off_t>(kData + offset))) return write_error(o);
+        // A large piece goes to the disk now, while the writer goes on (not a wait: writeback
+        // is only started), rather than when the flusher or an fsync gets to it. Its pages stay
+        // cached. A failure here is the fsync's to report.
+        if (writeback_min != 0 && data.size() >= writeback_min)
+            (void)::sync_file_range(o.data, static_cast<off_t>(kData + offset), static_cast<off_t>(data.size()),
+                                    SYNC_FILE_RANGE_WRITE);
         return Status::OK();
     }
     Status write_error(const Open& o) const {
@@ -373,7 +380,7 @@ ChunkStore::~ChunkStore() {
 }
 
 Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir, uint64_t chunk_size, bool direct_io,
-                                                     uint64_t direct_io_min) {
+                                                     uint64_t direct_io_min, uint64_t early_writeback_min) {
     if (chunk_size == 0 || chunk_size % kBlock != 0 || chunk_size > (1ull << 30))
         return Status(Code::invalid, "chunk size " + std::to_string(chunk_size) +
                                          " must be a multiple of 64 KiB, at most 1 GiB");
@@ -381,6 +388,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
     impl->dir = data_dir + "/chunks";
     impl->chunk_size = chunk_size;
     impl->direct_min = direct_io_min;
+    impl->writeback_min = early_writeback_min;
     if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + data_dir);
     if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
     if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);

@@ -6,23 +6,31 @@
 // verify every block they touch and fail with Code::io on a mismatch, never returning bad
 // bytes. Holes are not allocated and read as zeros.
 //
-// Direct I/O (open's direct_io, the daemon's direct-io item, default on): a write whose offset,
-// length and memory are page-aligned (the daemon's receive buffers are, server/buffer_pool.h)
-// goes to the disk with O_DIRECT, without a copy into the page cache. Why: on this 2-core
-// machine the page cache's first touch of every written page was the largest single cost of
-// a checkpoint write (a 1 GiB contiguous write through ad_jobfs went from 0.28-0.40x to
-// 1.08-1.37x of ROMIO's ufs driver with it, bench/run mpiio-ckpt). 3FS stores its chunks the same way.
-// Reads stay buffered (re-reads of training samples hit the page cache). Other writes go
-// through the page cache, and the kernel keeps the two coherent: unaligned ones, a resync's
-// copy, and pieces smaller than open's direct_io_min (the daemon's direct-io-min, default
-// 256 KiB). Why the floor: a direct write waits for the disk, so a small one costs a device
-// round trip, a thread switch and a hypervisor exit for little data. Measured with fio on
-// this disk, one stream, `--end_fsync`: 64 KiB pieces ran at 334 MB/s direct and 918 MB/s
-// buffered, for the same system time. At 256 KiB direct took half the system time of buffered.
-// Staging in 2000 objects of 64 KiB (four runs each, one after the other) cost the three
-// daemons 2.2-3.1 s of CPU with every piece direct and 1.5 s with every piece buffered; 4000
-// files of 64 KiB written through libjobfs (alternating runs), 2.8-3.2 s with this floor and
-// 3.5-3.9 s without.
+// Writes go through the page cache, so that what was just written is read back from memory,
+// as from a local file system (a checkpoint read back for verification, a file one step of a
+// job writes and the next reads). A piece of at least open's early_writeback_min (the daemon's
+// early-writeback-min, default 256 KiB) is sent to the disk at once (sync_file_range WRITE,
+// which starts writeback and does not wait for it): dirty data does not pile up until the
+// fsync, and the disk works while the writer goes on. Measured on this 2-core VM, 3 daemons on
+// the host, alternating runs in one session (session 26): with every large piece direct
+// (below) the read-back of a 1 GiB checkpoint ran at 0.55-0.71x of the local disk (bench
+// ckpt, one process) and 0.44-0.55x of ROMIO's ufs driver (bench mpiio-ckpt, contiguous),
+// since the local disk's file is still in the page cache and the chunk files were not;
+// through the page cache 0.77-0.90x and 0.61-0.74x, writes as fast or faster (one process
+// 643-711 MB/s direct, 790-838 buffered, 912-941 with early writeback).
+//
+// Direct I/O (open's direct_io, the daemon's direct-io item, off by default): a write whose
+// offset, length and memory are page-aligned (the daemon's receive buffers are,
+// server/buffer_pool.h) goes to the disk with O_DIRECT, without a copy into the page cache.
+// It was the default until session 26: it had once made a 1 GiB collective write through
+// ad_jobfs go from 0.28-0.40x to 1.08-1.37x of ROMIO's ufs driver, when the page cache's first
+// touch of every page was the largest cost of a write; since clients hand large writes over
+// in shared memory (write arenas) it no longer pays. Other writes go through the page cache,
+// and the kernel keeps the two coherent: unaligned ones, a resync's copy, and pieces smaller
+// than open's direct_io_min (the daemon's direct-io-min, default 256 KiB). Why the floor: a
+// direct write waits for the disk, so a small one costs a device round trip, a thread switch
+// and a hypervisor exit for little data. Measured with fio on this disk, one stream,
+// `--end_fsync`: 64 KiB pieces ran at 334 MB/s direct and 918 MB/s buffered.
 // A file system without O_DIRECT (tmpfs before Linux 6.6) is found at open and written through
 // the page cache.
 //
@@ -69,9 +77,11 @@ public:
     // Opens (creating if needed) the store under data_dir; chunk_size bounds every chunk (the
     // daemon passes the largest layout chunk; checksum space grows with what is written).
     // direct_io: write aligned pieces of at least direct_io_min bytes with O_DIRECT where the
-    // file system allows it (above).
+    // file system allows it; early_writeback_min: start the writeback of a piece written through
+    // the page cache at once when it is at least this large (0: leave it to the kernel). Above.
     static Result<std::unique_ptr<ChunkStore>> open(const std::string& data_dir, uint64_t chunk_size,
-                                                    bool direct_io = false, uint64_t direct_io_min = 0);
+                                                    bool direct_io = false, uint64_t direct_io_min = 0,
+                                                    uint64_t early_writeback_min = 0);
     ~ChunkStore();
 
     ChunkStore(const ChunkStore&) = delete;

@@ -32,7 +32,7 @@ void validate(boost::any& v, const std::vector<std::string>& values, ByteSize*, 
 struct Table {
     po::options_description desc{"jobfsd options (flags, or key=value lines in jobfs.conf)"};
     DaemonConfig c;
-    ByteSize chunk{4ull << 20}, direct_min{256ull << 10};
+    ByteSize chunk{4ull << 20}, direct_min{256ull << 10}, writeback_min{256ull << 10};
     std::string daemons;
     long attr_lease_ms = 3000, call_timeout_ms = 30000, startup_timeout_ms = 60000, heartbeat_ms = 200, failure_timeout_ms = 5000;
 
@@ -54,8 +54,9 @@ struct Table {
             ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads), "threads for disk and metadata work")
             ("busy-poll-us", po::value(&c.busy_poll_us)->default_value(c.busy_poll_us), "microseconds the transport polls after activity before sleeping")
             ("nice", po::value(&c.nice)->default_value(c.nice), "CPU priority of the daemon (-20 to 19): ahead of MPI ranks that busy-wait (a negative value needs root)")
-            ("direct-io", po::value(&c.direct_io)->default_value(c.direct_io), "write aligned chunk pieces to the disk with O_DIRECT, past the page cache (true/false; off by itself where the file system has no O_DIRECT)")
+            ("direct-io", po::value(&c.direct_io)->default_value(c.direct_io), "write aligned chunk pieces to the disk with O_DIRECT, past the page cache, so that they are not read back from memory (true/false; off by itself where the file system has no O_DIRECT)")
             ("direct-io-min", po::value(&direct_min)->default_value(direct_min, "256K"), "smallest piece written with O_DIRECT; smaller ones go through the page cache, where writeback merges them (k, M)")
+            ("early-writeback-min", po::value(&writeback_min)->default_value(writeback_min, "256K"), "a piece at least this large written through the page cache goes to the disk at once, not at the fsync (k, M; 0: when the kernel's flusher gets to it)")
             ("local-reads", po::value(&c.local_reads)->default_value(c.local_reads), "let clients on this node read large ranges of chunks from the chunk files themselves, checked against the stored checksums (true/false)")
             ("attr-lease-ms", po::value(&attr_lease_ms)->default_value(attr_lease_ms), "how long a client may answer stat from attributes it was given, unless recalled first (0: clients ask every time)")
             ("call-timeout-ms", po::value(&call_timeout_ms)->default_value(call_timeout_ms), "deadline of a request to a peer")
@@ -68,6 +69,7 @@ struct Table {
     Status check() {
         c.chunk_size = chunk.value;
         c.direct_io_min = direct_min.value;
+        c.early_writeback_min = writeback_min.value;
         c.call_timeout = std::chrono::milliseconds(call_timeout_ms);
         c.attr_lease = std::chrono::milliseconds(attr_lease_ms);
         // A change waits for a silent holder's lease to end: within the clients' own 30 s

@@ -30,8 +30,10 @@ struct DaemonConfig {
     uint32_t io_threads = 4;            // io-threads: threads doing disk and SQLite work
     uint32_t busy_poll_us = 0;          // busy-poll-us: transport polling after activity
     int nice = -10;                     // nice: CPU priority of the daemon's threads (priority.h)
-    bool direct_io = true;              // direct-io: aligned chunk writes with O_DIRECT (chunk_store.h)
+    bool direct_io = false;             // direct-io: aligned chunk writes with O_DIRECT (chunk_store.h)
     uint64_t direct_io_min = 256 << 10; // direct-io-min: ... of at least this many bytes
+    uint64_t early_writeback_min = 256 << 10; // early-writeback-min: start writing buffered pieces
+                                              // this large to the disk at once (0: never)
     bool local_reads = true;            // local-reads: readers on this node read chunk files themselves
                                         // (local_read_server.h)
     std::chrono::milliseconds attr_lease{3000};       // attr-lease-ms: clients keep leased attributes (attr_leases.h)

@@ -136,7 +136,8 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     d->parts_ = std::make_unique<Parts>();
     Parts& p = *d->parts_;
     p.pmix = std::move(pmix);
-    auto chunks = ChunkStore::open(config.data_dir, kMaxChunkSize, config.direct_io, config.direct_io_min);
+    auto chunks = ChunkStore::open(config.data_dir, kMaxChunkSize, config.direct_io, config.direct_io_min,
+                                   config.early_writeback_min);
     if (!chunks.ok()) return chunks.status().with_context("data directory");
     p.chunks = std::move(*chunks);
     // This daemon's rank is its shard of the namespace; shard 0 holds the root.

@@ -2,11 +2,14 @@
 // tmpfs for ENOSPC), checked against an in-memory model of each chunk.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -181,6 +184,49 @@ TEST(ChunkStore, AlignedPiecesBelowTheDirectFloorGoThroughThePageCache) {
     ASSERT_TRUE(n.ok()) << n.status().to_string();
     ASSERT_EQ(*n, want.size());
     EXPECT_EQ(back, want);
+}
+
+// Pages of a chunk's bytes (past its checksums, which are small writes of their own) that
+// are dirty, not yet handed to the disk, by cachestat(2) (Linux 6.5); nullopt where the kernel
+// has no cachestat.
+std::optional<uint64_t> dirty_pages(const std::string& file) {
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+    struct {
+        uint64_t off, len;
+    } range{ChunkStore::kDataOffset, 0}; // len 0: to the end of the file
+    struct {
+        uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+    } cs{};
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    const long rc = ::syscall(__NR_cachestat, fd, &range, &cs, 0);
+    ::close(fd);
+    if (rc != 0) return std::nullopt;
+    return cs.nr_dirty;
+}
+
+// Early writeback: a large piece written through the page cache is handed to the disk at once
+// (nothing of it is left dirty right after the write), a small one is left to the kernel. The
+// bytes read back either way.
+TEST(ChunkStore, LargeBufferedPiecesAreWrittenBackAtOnce) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk, false, 256 * 1024, 256 * 1024);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    const auto small = pattern(64 * 1024, 3), large = pattern(512 * 1024, 4);
+    ASSERT_TRUE((*st)->write(ChunkId{7, 0}, 0, small).ok());
+    ASSERT_TRUE((*st)->write(ChunkId{8, 0}, 0, large).ok());
+    auto small_dirty = dirty_pages(chunk_file(d.path(), ChunkId{7, 0}));
+    auto large_dirty = dirty_pages(chunk_file(d.path(), ChunkId{8, 0}));
+    if (!small_dirty || !large_dirty) GTEST_SKIP() << "no cachestat(2) on this kernel";
+    EXPECT_GT(*small_dirty, 0u) << "a 64 KiB piece was written back at once";
+    EXPECT_EQ(*large_dirty, 0u) << "a 512 KiB piece was left dirty";
+    std::vector<uint8_t> back(large.size());
+    auto n = (*st)->read(ChunkId{8, 0}, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_EQ(back, large);
+    EXPECT_EQ((*st)->direct_writes(), 0u);
 }
 
 // A chunk is one file (its checksums first, then its bytes): one inode to create per chunk.

@@ -127,8 +127,9 @@ TEST(Config, FileThenFlagsOverride) {
 TEST(Config, DirectIoFloorFromFileOrFlag) {
     auto d = parse({"--data-dir", "/d", "--daemons", "a:1"});
     ASSERT_TRUE(d.ok()) << d.status().to_string();
-    EXPECT_TRUE(d->direct_io);
+    EXPECT_FALSE(d->direct_io);
     EXPECT_EQ(d->direct_io_min, 256u << 10);
+    EXPECT_EQ(d->early_writeback_min, 256u << 10);
     ConfFile f("data_dir=/d\ndaemons=a:1\ndirect_io_min=1M\n");
     auto c = parse({"--config", f.path()});
     ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -137,6 +138,12 @@ TEST(Config, DirectIoFloorFromFileOrFlag) {
     ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(c->direct_io_min, 0u);
     EXPECT_FALSE(parse({"--data-dir", "/d", "--daemons", "a:1", "--direct-io-min", "big"}).ok());
+    ConfFile g("data_dir=/d\ndaemons=a:1\ndirect_io=true\nearly_writeback_min=0\n");
+    c = parse({"--config", g.path()});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_TRUE(c->direct_io);
+    EXPECT_EQ(c->early_writeback_min, 0u);
+    EXPECT_FALSE(parse({"--data-dir", "/d", "--daemons", "a:1", "--early-writeback-min", "soon"}).ok());
 }
 
 TEST(Config, FileErrorsNameFileAndLine) {
