@@ -281,7 +281,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     int replies_in_flight = 0; // reply sends UCX has not completed (teardown waits for them)
     int receives_in_flight = 0; // request bulk / message receives UCX has not completed
 
-    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_caller_wakeups{0}, st_malformed{0}, st_accepted{0};
+    std::atomic<uint64_t> st_calls{0}, st_served{0}, st_wakeups{0}, st_caller_wakeups{0}, st_unpolled_sleeps{0}, st_malformed{0}, st_accepted{0};
 
     static thread_local Impl* current; // the Impl whose progress thread this is
 
@@ -730,6 +730,7 @@ void Worker::Impl::loop() {
         l.unlock();
         int n = epoll_wait(epfd, evs, 4, timeout);
         sleeping.store(false);
+        const bool unpolled = n == 0 && !efd_in_epoll;
         for (int i = 0; i < n; ++i) {
             if (evs[i].data.fd == wakefd) {
                 uint64_t v;
@@ -739,6 +740,7 @@ void Worker::Impl::loop() {
         }
         l.relock();
         st_wakeups++;
+        if (unpolled && callers_active > 0 && poller_fd < 0) st_unpolled_sleeps++;
     }
 }
 
@@ -767,22 +769,25 @@ void Worker::Impl::drive_until(const std::atomic<int>& done, Locked& l) {
         int timeout = polls ? next_timeout_ms() : kIdleTickMs;
         pollfd fds[2] = {{my_fd, POLLIN, 0}, {ucp_efd, POLLIN, 0}};
         l.unlock();
-        if (::poll(fds, polls ? 2 : 1, timeout) > 0 && (fds[0].revents & POLLIN)) {
+        const int ready = ::poll(fds, polls ? 2 : 1, timeout);
+        if (ready > 0 && (fds[0].revents & POLLIN)) {
             uint64_t v;
             ssize_t rc = ::read(my_fd, &v, sizeof v);
             (void)rc;
         }
         l.relock();
         st_caller_wakeups++;
+        if (ready == 0 && !polls && poller_fd < 0) st_unpolled_sleeps++;
     }
     caller_fds.erase(std::find(caller_fds.begin(), caller_fds.end(), my_fd));
-    if (poller_fd == my_fd) {
-        poller_fd = -1;
-        if (!caller_fds.empty()) { // the next one polls: it wakes, finds no poller, takes the role
-            uint64_t one = 1;
-            ssize_t rc = ::write(caller_fds.front(), &one, sizeof one);
-            (void)rc;
-        }
+    if (poller_fd == my_fd) poller_fd = -1;
+    // Nobody polls, yet threads wait: the next one polls (it wakes, finds no poller, takes the
+    // role). Also when this thread did not poll: it may be the one a leaving poller woke to
+    // take the role over, its own call done meanwhile (a reply that came with the poller's).
+    if (poller_fd < 0 && !caller_fds.empty()) {
+        uint64_t one = 1;
+        ssize_t rc = ::write(caller_fds.front(), &one, sizeof one);
+        (void)rc;
     }
     if (--callers_active == 0 && !stopped) {
         if (opts.busy_poll.count() > 0) {
@@ -1630,6 +1635,7 @@ WorkerStats Worker::stats() const {
     s.requests_served = impl_->st_served;
     s.wakeups = impl_->st_wakeups;
     s.caller_wakeups = impl_->st_caller_wakeups;
+    s.unpolled_sleeps = impl_->st_unpolled_sleeps;
     s.malformed_frames = impl_->st_malformed;
     s.connections_accepted = impl_->st_accepted;
     return s;

@@ -688,6 +688,72 @@ TEST(TransportWakeups, ConcurrentCallersShareOnePoller) {
     EXPECT_LT(after.wakeups - before.wakeups, calls / 4) << "client progress-thread wake-ups";
 }
 
+// A server that holds Echo calls until the test answers them, in the order it chooses.
+struct HeldCalls {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::pair<transport::ServerCall, EchoRequest>> held;
+    explicit HeldCalls(transport::Worker& w) {
+        rpc::serve<Echo>(w, [this](transport::ServerCall c, EchoRequest&& r) {
+            std::lock_guard lk(mu);
+            held.emplace_back(std::move(c), std::move(r));
+            cv.notify_all();
+        });
+    }
+    void wait_for(size_t n) {
+        std::unique_lock lk(mu);
+        cv.wait(lk, [&] { return held.size() >= n; });
+    }
+    void answer(size_t i) {
+        std::lock_guard lk(mu);
+        rpc::reply<Echo>(held[i].first, EchoResponse{held[i].second.text, held[i].second.seq, "held"});
+    }
+};
+
+// A thread woken to take the poller role over may find its own call done and leave: it must
+// hand the role on, or a thread still waiting sleeps out its tick (100 ms) with nobody
+// polling, its reply unread (seen: a client's delegation request waited 100 ms for its answer
+// to a lease recall the daemon had sent at once). Here A polls, B and C sleep; the replies of
+// A and B come together, so A's last round finishes B's call too and A hands the role to B,
+// which leaves; C's reply comes later. Fails without the hand-over on leaving (C sleeps out
+// its tick in most rounds).
+TEST(TransportWakeups, ACallerLeavingWithoutPollingHandsTheRoleOn) {
+    auto server = make_worker("server");
+    auto client = make_worker("client");
+    ASSERT_TRUE(server && client);
+    HeldCalls calls(*server);
+    auto port = server->listen("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok());
+    auto ep = client->connect("127.0.0.1", *port);
+    ASSERT_TRUE(ep.ok());
+    const auto before = client->stats();
+    constexpr int kRounds = 10;
+    std::atomic<int> failed{0};
+    for (int round = 0; round < kRounds; ++round) {
+        {
+            std::lock_guard lk(calls.mu);
+            calls.held.clear();
+        }
+        std::vector<std::thread> ts;
+        for (uint64_t k = 0; k < 3; ++k) { // A, B, C start their calls one after the other
+            ts.emplace_back([&, k] {
+                auto r = rpc::call<Echo>(*ep, EchoRequest{"c", k});
+                if (!r.ok() || r->seq != k) ++failed;
+            });
+            calls.wait_for(k + 1);
+            std::this_thread::sleep_for(2ms); // …and are asleep in their wait
+        }
+        calls.answer(0);
+        calls.answer(1);
+        std::this_thread::sleep_for(5ms);
+        calls.answer(2);
+        for (auto& t : ts) t.join();
+    }
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_EQ(client->stats().unpolled_sleeps - before.unpolled_sleeps, 0u)
+        << "callers slept out their tick while nobody polled";
+}
+
 TEST(TransportConnect, RefusedWhenNobodyListens) {
     auto client = make_worker("client");
     // Find a port nobody listens on: bind a listener, note its port, stop it.
