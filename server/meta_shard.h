@@ -197,6 +197,7 @@ struct Counts {
     uint64_t inodes = 0;
     uint64_t dentries = 0;
     uint64_t applied = 0; // step records of other shards' intents (see note_intents_done)
+    uint64_t xattrs = 0;  // extended attributes of all inodes
 };
 
 // POSIX permission check of mask (kMayRead | kMayWrite | kMayExec) on attr for cred.

@@ -1643,5 +1643,101 @@ TEST(MetaShardSchema, Version2IsMigratedUnknownVersionsRefused) {
     fs::remove_all(tmpl);
 }
 
+// A batch of delegated unlinks deletes no extended attributes when the shard holds none (it
+// asks once per batch): those of a file made with some in the same batch, or given some
+// before it, still go with the file's last link. Fails when the batch asks only at its start
+// and a create in it adds some (the second batch), or when it does not ask and skips.
+TEST_F(MetaShardTest, DelegatedUnlinksTakeTheFilesAttributesWithThem) {
+    auto d = m().mkdir(kRoot, kRootIno, "d", 0755);
+    ASSERT_TRUE(d.ok());
+    auto set_before = m().create(kRoot, d->ino, "given", 0644, true);
+    ASSERT_TRUE(set_before.ok());
+    ASSERT_TRUE(m().setxattr(kRoot, set_before->ino, "user.k", "v", 0).ok());
+    auto g = m().delegate_dir(kRoot, d->ino, 7, 100, 16);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    using Op = MetaShard::DirOp;
+    // Batch 1: a plain file and one made with attributes, both unlinked again; the file with
+    // attributes from before is unlinked too.
+    std::vector<Op> ops;
+    ops.push_back(Op{MetaShard::kDirOpCreate, "plain", g->ino_first, 0644, 0, {}, {}});
+    ops.push_back(Op{MetaShard::kDirOpCreate, "tagged", g->ino_first + 1, 0644, 0, NewFile{0, {{"user.a", "1"}, {"user.b", "2"}}}, {}});
+    ops.push_back(Op{MetaShard::kDirOpUnlink, "plain", g->ino_first, 0, 0, {}, {}});
+    ops.push_back(Op{MetaShard::kDirOpUnlink, "tagged", g->ino_first + 1, 0, 0, {}, {}});
+    ops.push_back(Op{MetaShard::kDirOpUnlink, "given", set_before->ino, 0, 0, {}, {}});
+    auto r = m().dir_ops(kRoot, d->ino, 7, ops, false, 0);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    for (const auto& o : r->outcomes) ASSERT_TRUE(o.ok()) << o.status().to_string();
+    EXPECT_EQ(m().counts()->xattrs, 0u);
+    // Batch 2, the shard without attributes at its start: one made with attributes, then gone.
+    ops.clear();
+    ops.push_back(Op{MetaShard::kDirOpCreate, "late", g->ino_first + 2, 0644, 0, NewFile{0, {{"user.c", "3"}}}, {}});
+    ops.push_back(Op{MetaShard::kDirOpUnlink, "late", g->ino_first + 2, 0, 0, {}, {}});
+    r = m().dir_ops(kRoot, d->ino, 7, ops, true, 0);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    for (const auto& o : r->outcomes) ASSERT_TRUE(o.ok()) << o.status().to_string();
+    EXPECT_EQ(m().counts()->xattrs, 0u);
+    EXPECT_EQ(m().counts()->inodes, 2u); // the root and d
+}
+
+// A delegated create whose inode number is taken (a holder that reused one) is refused with
+// exists and changes nothing: the file that has the number keeps it, the name is not made.
+TEST_F(MetaShardTest, ADelegatedCreateWithATakenInodeNumberChangesNothing) {
+    auto d = m().mkdir(kRoot, kRootIno, "d", 0755);
+    ASSERT_TRUE(d.ok());
+    auto g = m().delegate_dir(kRoot, d->ino, 9, 100, 16);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    using Op = MetaShard::DirOp;
+    std::vector<Op> ops;
+    ops.push_back(Op{MetaShard::kDirOpCreate, "first", g->ino_first, 0600, 0, {}, {}});
+    ops.push_back(Op{MetaShard::kDirOpCreate, "second", g->ino_first, 0644, 0, NewFile{5, {}}, {}});
+    auto r = m().dir_ops(kRoot, d->ino, 9, ops, true, 0);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->outcomes.size(), 2u);
+    EXPECT_TRUE(r->outcomes[0].ok());
+    ASSERT_FALSE(r->outcomes[1].ok());
+    EXPECT_EQ(r->outcomes[1].status().code(), Code::exists) << r->outcomes[1].status().to_string();
+    auto first = m().lookup(kRoot, d->ino, "first");
+    ASSERT_TRUE(first.ok());
+    EXPECT_EQ(first->ino, g->ino_first);
+    EXPECT_EQ(first->mode & 07777, 0600u);
+    EXPECT_EQ(first->size, 0u);
+    EXPECT_EQ(m().lookup(kRoot, d->ino, "second").status().code(), Code::not_found);
+}
+
+// A shard made with the index of entries by inode that earlier versions kept opens with its
+// entries and without the index (it answered no query and cost every change of an entry).
+TEST_F(MetaShardTest, AnEarlierShardLosesItsIndexOfEntriesByInode) {
+    auto d = m().mkdir(kRoot, kRootIno, "d", 0755);
+    ASSERT_TRUE(d.ok());
+    ASSERT_TRUE(m().create(kRoot, d->ino, "f", 0644, true).ok());
+    shard_.reset();
+    const auto indexes = [&] {
+        sqlite3* db = nullptr;
+        EXPECT_EQ(sqlite3_open(db_path().c_str(), &db), SQLITE_OK);
+        sqlite3_stmt* st = nullptr;
+        EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'dentries_by_ino'", -1, &st,
+                                     nullptr),
+                  SQLITE_OK);
+        EXPECT_EQ(sqlite3_step(st), SQLITE_ROW);
+        const int n = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return n;
+    };
+    {
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(db_path().c_str(), &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "CREATE INDEX dentries_by_ino ON dentries(ino)", nullptr, nullptr, nullptr), SQLITE_OK);
+        sqlite3_close(db);
+    }
+    ASSERT_EQ(indexes(), 1);
+    reopen();
+    auto f = m().lookup(kRoot, d->ino, "f");
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_TRUE(m().unlink(kRoot, d->ino, "f").ok());
+    shard_.reset();
+    EXPECT_EQ(indexes(), 0);
+}
+
 } // namespace
 } // namespace jobfs::server
