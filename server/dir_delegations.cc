@@ -29,6 +29,14 @@ void DirDelegations::granted(uint64_t dir, uint64_t token, const transport::Endp
     h.until = Clock::now() + lease();
 }
 
+uint64_t DirDelegations::held_by_another(uint64_t dir, const transport::Endpoint& caller) const {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(dir);
+    if (it == held_.end()) return 0;
+    const Held& h = it->second;
+    return h.recalling || !h.holder || !(*h.holder == caller) ? h.token : 0;
+}
+
 void DirDelegations::released(uint64_t dir, uint64_t token) {
     std::lock_guard lock(mu_);
     auto it = held_.find(dir);

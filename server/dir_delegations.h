@@ -63,6 +63,12 @@ public:
     // `token`: the one the shard names (MetaShard::recall_dir's row). Runs `done` on the pool
     // once the delegation ended (at once when it already has).
     void recall(uint64_t dir, uint64_t token, std::function<void()> done);
+    // The token of dir's delegation when a client other than the one on `caller` holds it
+    // (or it is being recalled), else 0. A request about a file there from another client
+    // recalls it first: the holder may have removed or renamed the file unseen. A holder this
+    // daemon does not know (it took the shard up, and the holder has not renewed here yet)
+    // is not found.
+    uint64_t held_by_another(uint64_t dir, const transport::Endpoint& caller) const;
     // This daemon no longer serves shard s: what it knew of its delegations is stale.
     void give_up(uint32_t shard);
     // The daemon stops: waiting requests run now (they find the shard gone).

@@ -137,7 +137,7 @@ void serve_now_or_on_pool_then(transport::Worker& w, boost::asio::thread_pool& p
     rpc::serve<Rpc>(w, [&pool, lz, dd, now, work, finish](ServerCall call, typename Rpc::Request&& req) {
         lz->begin_op();
         const uint64_t since = kSnapshot ? lz->snapshot() : 0;
-        if (auto r = now(req); r && code_of(*r) != Code::recall) return finish(call, req, std::move(*r), since);
+        if (auto r = run_work(now, req, call); r && code_of(*r) != Code::recall) return finish(call, req, std::move(*r), since);
         run_on_pool<Rpc, kSnapshot>(pool, lz, dd, call, std::make_shared<const typename Rpc::Request>(std::move(req)),
                                     work, finish, lz->hand_over());
     });
@@ -452,15 +452,25 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
     const auto about_entry = [](const auto& r, const Result<proto::Attr>& a) {
         return AttrLeases::Subject{a.ok() ? a->ino : 0, r.parent, r.name, 0};
     };
+    // A file in a directory another client holds: its holder may have removed or renamed it
+    // and not sent that yet (a name another node's kernel cached leads here by the inode). The
+    // delegation is recalled first, as for a lookup (dir_delegations.h: held_by_another).
+    const auto unless_held = [dd](Result<Attr> a, const ServerCall& call) -> Result<Attr> {
+        if (!a.ok() || a->type == FileType::directory || a->parent == 0) return a;
+        const uint64_t token = dd->held_by_another(a->parent, call.connection());
+        return token ? MetaShard::must_recall(a->parent, token) : a;
+    };
     serve_now_or_on_pool<proto::Getattr>(
         w, pool, lz, dd,
-        [im, at_once](const proto::InoRequest& r) -> std::optional<Result<proto::Attr>> {
+        [im, at_once, unless_held](const proto::InoRequest& r, const ServerCall& call) -> std::optional<Result<proto::Attr>> {
             JOBFS_SERVE(r.ino);
-            return at_once(sh.try_getattr(r.ino));
+            auto a = sh.try_getattr(r.ino);
+            if (a) a = unless_held(std::move(*a), call);
+            return at_once(std::move(a));
         },
-        [im](const proto::InoRequest& r) -> Result<proto::Attr> {
+        [im, unless_held](const proto::InoRequest& r, const ServerCall& call) -> Result<proto::Attr> {
             JOBFS_SERVE(r.ino);
-            return attr_out(sh.getattr(r.ino));
+            return attr_out(unless_held(sh.getattr(r.ino), call));
         },
         about_ino);
     const auto lookup_now = [im, at_once](const proto::NameRequest& r) -> std::optional<Result<proto::Attr>> {

@@ -816,6 +816,9 @@ struct MetaShard::Impl {
             a.mode &= ~uint32_t(S_ISGID);
         a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
         a.generation = 1;
+        // A directory's parent; for a file, the directory its (last renamed) name is in, so
+        // that a request by inode finds the directory a client may hold (meta_service: Getattr).
+        a.parent = dir.ino;
         return a;
     }
 
@@ -1241,7 +1244,7 @@ struct MetaShard::Impl {
             odelta = int(dst_dir) - int(src_dir);
             ndelta = int(src_dir) - int(dst_dir);
             dst->ctime_ns = now;
-            if (dst_dir) dst->parent = old_parent;
+            dst->parent = old_parent;
             JOBFS_RETURN_IF_ERROR(store_inode(*dst));
         } else {
             if (dst) {
@@ -1257,7 +1260,7 @@ struct MetaShard::Impl {
             ndelta += int(src_dir);
         }
         src.ctime_ns = now;
-        if (src_dir) src.parent = new_parent;
+        src.parent = new_parent;
         JOBFS_RETURN_IF_ERROR(store_inode(src));
         if (old_parent == new_parent) {
             JOBFS_RETURN_IF_ERROR(touch_dir(odir, odelta + ndelta, now));
@@ -1877,7 +1880,7 @@ struct MetaShard::Impl {
         auto a = load_inode(ino);
         if (!a.ok()) return a.status();
         a->ctime_ns = now_ns();
-        if (a->type == FileType::directory) a->parent = parent;
+        a->parent = parent;
         return store_inode(*a);
     }
 
@@ -2374,6 +2377,11 @@ Result<Counts> MetaShard::counts() {
 
 uint64_t MetaShard::recall_dir() { return t_recall_dir; }
 uint64_t MetaShard::recall_token() { return t_recall_token; }
+Status MetaShard::must_recall(uint64_t dir, uint64_t token) {
+    t_recall_dir = dir;
+    t_recall_token = token;
+    return Status(Code::recall, "directory " + ino_str(dir) + " is delegated to a client");
+}
 
 Result<MetaShard::Delegation> MetaShard::delegate_dir(const Cred& cred, uint64_t dir, uint64_t token,
                                                       uint32_t max_entries, uint32_t inos) {

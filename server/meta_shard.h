@@ -120,7 +120,9 @@ struct Attr {
     uint32_t chunk_size = 0;    // file: its layout; directory: default for new children (0: none)
     uint32_t stripe_count = 0;
     uint64_t generation = 0;    // 1: inode numbers are never reused within a file system
-    uint64_t parent = 0;        // directory: the directory that holds it (0: the root)
+    uint64_t parent = 0;        // directory: the directory that holds it (0: the root); file,
+                                // symlink: the directory it was made or last renamed in (0:
+                                // made before 2026-12, or elsewhere by another shard)
     uint32_t replicas = 0;      // file: copies of each chunk (1-3); directory: default (0: none)
 };
 
@@ -353,7 +355,8 @@ public:
     Result<bool> abort_step(uint64_t intent, IntentStep step);
     // The same, with the result the step recorded (create_inode: the inode it made).
     Result<std::optional<int64_t>> abort_step_result(uint64_t intent, IntentStep step);
-    // An inode moved to another directory: ctime, and a directory's parent pointer.
+    // An inode moved to another directory: ctime, and its parent pointer (a file's: the
+    // directory of its last name).
     Status set_parent(uint64_t ino, uint64_t parent);
     // The directory holding directory ino (0 for the root).
     Result<uint64_t> parent_of(uint64_t ino);
@@ -407,6 +410,9 @@ public:
     // Code::recall met.
     static uint64_t recall_dir();
     static uint64_t recall_token(); // the token that holds it
+    // Fails the running request with Code::recall of dir's delegation to `token`, as the
+    // shard's own refusals do (for a caller that decides it outside the shard).
+    static Status must_recall(uint64_t dir, uint64_t token);
 
     // ---- replication of the shard (docs/replication.md, "Metadata shards") ---------------
     // A replica's place in the shard's stream of changes: changesets are numbered (seq, one

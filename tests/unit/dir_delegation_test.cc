@@ -522,6 +522,45 @@ TEST_F(MountDelegationTest, FsyncOfTheDirectoryWaitsForTheQueue) {
     EXPECT_TRUE(seen.count("g0") && !seen.count("f0"));
 }
 
+// Another node's mount that knows a file by its inode (its kernel caches names for
+// entry_timeout) asks the daemon for its attributes when it opens or stats it: that must
+// recall the directory from the mount holding it, whose queued unlink (or rename) of the file
+// the daemon does not know yet. Without the recall the file was still there on the other
+// node after rm had returned on this one (seen in fuse_test: `rm shared && ! cat
+// other/shared` failed).
+TEST_F(MountDelegationTest, AnotherMountAskingByInodeSeesAQueuedUnlink) {
+    start();
+    InodeClientOptions o;
+    o.dir_delegation_flush_delay = std::chrono::seconds(30); // what m answers stays queued
+    m = mount(o);
+    ASSERT_TRUE(m);
+    auto other = mount();
+    ASSERT_TRUE(other);
+    auto made = m->mkdir(root, kRootIno, "d", 0755);
+    ASSERT_TRUE(made.ok());
+    d = made->ino;
+    auto shared = create(*m, root, d, "shared");
+    ASSERT_TRUE(shared.ok()) << shared.status().to_string();
+    auto seen = other->lookup(root, d, "shared"); // the other node's kernel keeps the name
+    ASSERT_TRUE(seen.ok()) << seen.status().to_string();
+    std::this_thread::sleep_for(DirDelegations::kCooldown + 100ms); // that lookup recalled d
+    create_delegated(*m, root, d, 10);
+    ASSERT_TRUE(m->unlink(root, d, "shared").ok());
+    const uint64_t lost = m->delegation_stats().lost;
+    auto a = other->getattr(seen->ino);
+    EXPECT_EQ(a.status().code(), Code::not_found) << "the other mount still sees the unlinked file";
+    EXPECT_EQ(m->delegation_stats().lost, lost);
+    // The holder's own requests about its files keep the delegation.
+    std::this_thread::sleep_for(DirDelegations::kCooldown + 100ms); // the getattr recalled d
+    create_delegated(*m, root, d, 10, 100);
+    const uint64_t granted = m->delegation_stats().granted;
+    auto f = m->lookup(root, d, "f100");
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_TRUE(m->getattr(f->ino).ok());
+    create_delegated(*m, root, d, 5, 200);
+    EXPECT_EQ(m->delegation_stats().granted, granted) << "the holder's getattr recalled its own delegation";
+}
+
 // mv within a delegated directory on the mount, also over a file: the mount answers it, and
 // another node sees the new names, the replaced file's bytes gone.
 TEST_F(MountDelegationTest, ARenameWithinTheDirectoryIsTheMountsToAnswer) {
