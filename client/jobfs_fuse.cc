@@ -230,6 +230,16 @@ void reply_status(fuse_req_t req, const char* op, uint64_t ino, const Status& s)
     fuse_reply_err(req, s.to_errno());
 }
 
+// An inode the daemons no longer know, reached by a name the kernel still caches (another node
+// removed or replaced it within entry_timeout): ESTALE, as NFS answers, makes the kernel look
+// the name up again (LOOKUP_REVAL) and retry the open or stat, which then finds what the name
+// is now: the new file, or nothing (ENOENT). With ENOENT the name stayed unusable until the
+// cache ran out, even with a new file under it.
+void reply_gone_stale(fuse_req_t req, const char* op, uint64_t ino, const Status& s) {
+    if (s.code() == Code::not_found) return (void)fuse_reply_err(req, ESTALE);
+    reply_status(req, op, ino, s);
+}
+
 // fuse_req_getgroups reads /proc/PID/status: a process's supplementary groups are kept here
 // for a second (they change only through setgroups, which needs privilege; a changed uid or
 // gid misses the cache). Root needs none: it passes every check on the daemons.
@@ -386,7 +396,7 @@ void jf_forget_multi(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_non
 
 void jf_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
     auto a = fs_of(req).client->getattr(ino);
-    if (!a.ok()) return reply_status(req, "getattr", ino, a.status());
+    if (!a.ok()) return reply_gone_stale(req, "getattr", ino, a.status());
     struct stat st = to_stat(*a);
     fuse_reply_attr(req, &st, fs_of(req).attr_timeout);
 }
@@ -490,7 +500,7 @@ void jf_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!fs.default_permissions) {
         // Nobody else checks the bits for data access: the kernel leaves it to us.
         auto a = fs.client->getattr(ino);
-        if (!a.ok()) return reply_status(req, "open", ino, a.status());
+        if (!a.ok()) return reply_gone_stale(req, "open", ino, a.status());
         if (!may_access(*a, cred, access_mask(fi->flags))) return (void)fuse_reply_err(req, EACCES);
     }
     auto h = fs.client->open(cred, ino, open_flags(fs, fi->flags));
@@ -499,7 +509,7 @@ void jf_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // read of the page does).
     if (!h.ok() && h.status().code() == Code::permission && open_flags(fs, fi->flags) != fi->flags)
         h = fs.client->open(cred, ino, fi->flags & ~O_APPEND);
-    if (!h.ok()) return reply_status(req, "open", ino, h.status());
+    if (!h.ok()) return reply_gone_stale(req, "open", ino, h.status());
     finish_open(req, ino, fi, std::move(*h));
 }
 

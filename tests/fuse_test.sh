@@ -273,6 +273,11 @@ check "close-to-open: a rewrite on one mount is read whole on the other right aw
   echo 'a longer new content' > c2c && [ \"\$(cat '$mnt2/c2c')\" = 'a longer new content' ]"
 check "a new name on one mount is found on the other" sh -c "mkdir newdir && echo n > newdir/f && [ \"\$(cat '$mnt2/newdir/f')\" = n ]"
 check "an unlink on one mount shows on the other" sh -c "rm shared && ! cat '$mnt2/shared' 2>/dev/null"
+# The other mount's kernel still holds the name (entry_timeout) for the old inode: the open finds
+# it gone (ESTALE), looks the name up again and opens the new file (ENOENT left the name unusable).
+check "a name made again on one mount opens on the other at once" sh -c "
+  echo first > again && [ \"\$(cat '$mnt2/again')\" = first ] && rm again && echo second > again &&
+  [ \"\$(cat '$mnt2/again')\" = second ] && [ \"\$(stat -c %s '$mnt2/again')\" = 7 ]"
 deleg0=$(delegations)
 check "500 files made on one mount (a delegated directory) are all on the other at once" sh -c "
   mkdir bulk && (cd bulk && seq 1 500 | xargs touch) && [ \$(ls '$mnt2/bulk' | wc -l) -eq 500 ] &&
