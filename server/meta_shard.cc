@@ -98,7 +98,8 @@ thread_local uint64_t t_recall_token = 0;
 constexpr const char* kInodeColumns =
     "ino, type, mode, uid, gid, size, nlink, atime_ns, mtime_ns, ctime_ns, rdev, target, "
     "chunk_size, stripe_count, generation, parent, replicas";
-constexpr int kInodeColumnCount = 17;
+constexpr int count_columns(const char* s) { return *s ? (*s == ',') + count_columns(s + 1) : 1; }
+constexpr int kInodeColumnCount = count_columns(kInodeColumns);
 
 int64_t now_ns() {
     timespec ts{};
@@ -492,7 +493,7 @@ struct MetaShard::Impl {
     Result<Attr> load_inode(uint64_t ino) {
         auto a = find_inode(ino);
         if (!a.ok()) return a.status();
-        if (!a->has_value()) return fail(Code::not_found, "inode " + ino_str(ino) + " not found");
+        if (!a->has_value()) return missing(ino);
         return std::move(**a);
     }
 
@@ -530,9 +531,7 @@ struct MetaShard::Impl {
         auto t = delegation_of(dir);
         if (!t.ok()) return t.status();
         if (*t == 0 || *t == acting_token) return Status::OK();
-        t_recall_dir = dir;
-        t_recall_token = *t;
-        return fail(Code::recall, "directory " + ino_str(dir) + " is delegated to a client");
+        return with_op(MetaShard::must_recall(dir, *t));
     }
 
     // Inode numbers [first, first + n) for a holder's new files, taken from the counter.
@@ -545,7 +544,6 @@ struct MetaShard::Impl {
         return std::make_pair(make_ino(shard_id, seq), n);
     }
 
-    // The attributes of a dentry's inode, which a whole operation can only use when it is here.
     // An entry and, in the same statement, its inode's row when that is on this shard: one
     // statement instead of find_dentry's and load_local's (SQLite's cost per statement is most
     // of a delegated unlink's).
@@ -554,12 +552,9 @@ struct MetaShard::Impl {
         std::optional<Attr> attr; // none: the inode's row is not here
     };
     Result<std::optional<EntryHere>> find_entry_here(uint64_t parent, const std::string& name) {
-        static const std::string sql = [] {
-            std::string cols = std::string("i.") + kInodeColumns;
-            for (size_t at = cols.find(", "); at != std::string::npos; at = cols.find(", ", at + 2)) cols.insert(at + 2, "i.");
-            return "SELECT " + cols + ", d.ino, d.type FROM dentries AS d LEFT JOIN inodes AS i ON i.ino = d.ino "
-                                      "WHERE d.parent = ? AND d.name = ?";
-        }();
+        static const std::string sql = std::string("SELECT ") + kInodeColumns +
+                                       ", e_ino, e_type FROM (SELECT ino AS e_ino, type AS e_type FROM dentries "
+                                       "WHERE parent = ? AND name = ?) LEFT JOIN inodes ON ino = e_ino";
         auto st = query(sql.c_str(), parent, name);
         if (!st.ok()) return st.status();
         auto row = st->step();
@@ -570,19 +565,23 @@ struct MetaShard::Impl {
         return std::optional<EntryHere>(std::move(out));
     }
 
+    // A whole operation can use an inode only when it is on this shard.
+    Status here(uint64_t ino) const {
+        if (shard_of(ino) == shard_id) return Status::OK();
+        return fail(Code::cross_device, "inode " + ino_str(ino) + " lives on shard " + std::to_string(shard_of(ino)));
+    }
+    Status missing(uint64_t ino) const { return fail(Code::not_found, "inode " + ino_str(ino) + " not found"); }
+
     // load_local's answer for an entry find_entry_here found.
     Result<Attr> local_of(EntryHere&& e) {
-        if (shard_of(e.entry.ino) != shard_id)
-            return fail(Code::cross_device, "inode " + ino_str(e.entry.ino) + " lives on shard " +
-                                                 std::to_string(shard_of(e.entry.ino)));
-        if (!e.attr) return fail(Code::not_found, "inode " + ino_str(e.entry.ino) + " not found");
+        JOBFS_RETURN_IF_ERROR(here(e.entry.ino));
+        if (!e.attr) return missing(e.entry.ino);
         return std::move(*e.attr);
     }
 
+    // The attributes of a dentry's inode, which a whole operation can only use when it is here.
     Result<Attr> load_local(const DirEntry& e) {
-        if (shard_of(e.ino) != shard_id)
-            return fail(Code::cross_device, "inode " + ino_str(e.ino) + " lives on shard " +
-                                                 std::to_string(shard_of(e.ino)));
+        JOBFS_RETURN_IF_ERROR(here(e.ino));
         return load_inode(e.ino);
     }
 
@@ -590,21 +589,22 @@ struct MetaShard::Impl {
     Result<Attr> getattr_locked(uint64_t ino);
     Result<Attr> lookup_locked(const Cred& cred, uint64_t parent, const std::string& name);
 
-    Status insert_inode(const Attr& a) {
-        auto r = insert_inode_if_free(a, false);
-        return r.ok() ? Status::OK() : r.status();
+    Status insert_inode(const Attr& a) { return run_insert_inode(false, a); }
+
+    // insert_inode unless the number is taken (false, nothing written): the check and the
+    // insert in one statement, as a delegated create needs them.
+    Result<bool> insert_inode_unless_taken(const Attr& a) {
+        JOBFS_RETURN_IF_ERROR(run_insert_inode(true, a));
+        return sqlite3_changes(db) == 1;
     }
 
-    // Inserts a's row; with `if_free`, nothing when its number is taken (false): the check and
-    // the insert in one statement, as a delegated create needs them.
-    Result<bool> insert_inode_if_free(const Attr& a, bool if_free = true) {
+    Status run_insert_inode(bool unless_taken, const Attr& a) {
         static const std::string insert = std::string("INSERT INTO inodes(") + kInodeColumns +
                                           ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-        static const std::string unless_taken = insert + " ON CONFLICT(ino) DO NOTHING";
-        JOBFS_RETURN_IF_ERROR(run((if_free ? unless_taken : insert).c_str(), a.ino, a.type, a.mode, a.uid, a.gid,
-                                  a.size, a.nlink, a.atime_ns, a.mtime_ns, a.ctime_ns, a.rdev, a.target,
-                                  a.chunk_size, a.stripe_count, a.generation, a.parent, a.replicas));
-        return sqlite3_changes(db) == 1;
+        static const std::string unless = insert + " ON CONFLICT(ino) DO NOTHING";
+        return run((unless_taken ? unless : insert).c_str(), a.ino, a.type, a.mode, a.uid, a.gid, a.size, a.nlink,
+                   a.atime_ns, a.mtime_ns, a.ctime_ns, a.rdev, a.target, a.chunk_size, a.stripe_count, a.generation,
+                   a.parent, a.replicas);
     }
 
     Status store_inode(const Attr& a) {
@@ -1066,7 +1066,7 @@ struct MetaShard::Impl {
         if (op.init.size > uint64_t(INT64_MAX)) return fail(Code::too_large, "size too large");
         a.size = op.init.size;
         for (const auto& [n, v] : op.init.xattrs) JOBFS_RETURN_IF_ERROR(xattr_settable(cred, a, n, v));
-        auto free = insert_inode_if_free(a);
+        auto free = insert_inode_unless_taken(a);
         if (!free.ok()) return wrote(free.status());
         if (!*free) return fail(Code::exists, "inode number " + ino_str(op.ino) + " is taken");
         if (Status w = put_dentry(dir.ino, op.name, a.ino, a.type); !w.ok()) return wrote(w);
