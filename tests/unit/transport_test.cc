@@ -592,6 +592,14 @@ TEST(TransportBusyPoll, ServesThenFallsAsleep) {
     EXPECT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"after sleep", 3}).ok());
 }
 
+// The client connected to the server, which listens on loopback from now on (its handlers
+// registered first).
+Result<transport::Endpoint> listen_and_connect(Worker& server, Worker& client) {
+    auto port = server.listen("127.0.0.1", 0);
+    if (!port.ok()) return port.status();
+    return client.connect("127.0.0.1", *port);
+}
+
 // A server whose Echo replies come from a thread of its own (as a daemon's pool answers), after
 // `delay`: what the thread switches of a busy daemon and its clients are made of.
 struct ReplyingThread {
@@ -637,10 +645,8 @@ TEST(TransportWakeups, AReplyFromAnotherThreadDoesNotWakeTheProgressThread) {
     auto client = make_worker("client");
     ASSERT_TRUE(server && client);
     ReplyingThread replier(*server);
-    auto port = server->listen("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok());
-    auto ep = client->connect("127.0.0.1", *port);
-    ASSERT_TRUE(ep.ok());
+    auto ep = listen_and_connect(*server, *client);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
     ASSERT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"warm", 0}).ok());
     constexpr int kCalls = 400;
     const uint64_t wake0 = server->stats().wakeups;
@@ -663,10 +669,8 @@ TEST(TransportWakeups, ConcurrentCallersShareOnePoller) {
     ASSERT_TRUE(server && client);
     ReplyingThread replier(*server);
     replier.delay = 200us; // calls overlap: their callers sleep
-    auto port = server->listen("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok());
-    auto ep = client->connect("127.0.0.1", *port);
-    ASSERT_TRUE(ep.ok());
+    auto ep = listen_and_connect(*server, *client);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
     ASSERT_TRUE(rpc::call<Echo>(*ep, EchoRequest{"warm", 0}).ok());
     constexpr int kThreads = 8, kCallsEach = 100;
     const auto before = client->stats();
@@ -722,10 +726,8 @@ TEST(TransportWakeups, ACallerLeavingWithoutPollingHandsTheRoleOn) {
     auto client = make_worker("client");
     ASSERT_TRUE(server && client);
     HeldCalls calls(*server);
-    auto port = server->listen("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok());
-    auto ep = client->connect("127.0.0.1", *port);
-    ASSERT_TRUE(ep.ok());
+    auto ep = listen_and_connect(*server, *client);
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
     const auto before = client->stats();
     constexpr int kRounds = 10;
     std::atomic<int> failed{0};
