@@ -715,7 +715,12 @@ template <class Fn>
 Phase run_procs(uint32_t procs, Fn fn) {
     Phase ph;
     int ready_pipe[2], go_pipe[2];
-    if (::pipe(ready_pipe) != 0 || ::pipe(go_pipe) != 0) return Phase{0, 0, false};
+    if (::pipe(ready_pipe) != 0) return Phase{0, 0, false};
+    if (::pipe(go_pipe) != 0) {
+        ::close(ready_pipe[0]);
+        ::close(ready_pipe[1]);
+        return Phase{0, 0, false};
+    }
     const auto forked = Clock::now();
     std::vector<pid_t> kids;
     for (uint32_t r = 0; r < procs; ++r) {
