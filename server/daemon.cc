@@ -241,10 +241,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
     // (described by the local socket), the bytes written from their arenas and the heartbeats
     // sent. A status query leaves the daemon at rest. The worker goes first at stop, so the
     // handler never outlives what it reads.
-    serve_daemon_stats(*p.worker, [chunks = p.chunk_service.get(), local = p.local_reads.get(),
+    serve_daemon_stats(*p.worker, [worker = p.worker.get(), chunks = p.chunk_service.get(), local = p.local_reads.get(),
                                    same_node = p.same_node.get(), meta = p.meta_service.get(),
                                    membership](proto::DaemonStatsResponse& s) {
         membership->served_monitoring();
+        s.connections_accepted = worker->stats().connections_accepted;
         s.local_reads = local ? local->reads() : 0;
         s.arena_write_bytes = chunks->arena_write_bytes();
         s.heartbeats_sent = membership->heartbeats_sent();

@@ -176,10 +176,13 @@ struct DaemonStatsResponse {
     uint64_t delegations_granted = 0;
     uint64_t delegation_recalls = 0;
     uint64_t delegation_recall_failures = 0;
+    // Connections this daemon accepted since it started: its peers' and every client's (one per
+    // client process, for as long as that process stays connected).
+    uint64_t connections_accepted = 0;
     JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes,
                  heartbeats_sent, shm_forward_bytes, shm_connections, leases_held, leases_granted, lease_recalls,
                  lease_recall_failures, delegations_held, delegations_granted, delegation_recalls,
-                 delegation_recall_failures)
+                 delegation_recall_failures, connections_accepted)
 };
 
 // A daemon's UCX worker address, for a daemon of its node to connect to it by address, which
