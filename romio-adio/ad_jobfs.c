@@ -66,8 +66,15 @@ struct ADIOI_Fns_struct ADIO_JOBFS_operations = {
 
 /* ---- the connection ----------------------------------------------------------------------- */
 
+/* One connection per process, made at its first open and kept until MPI_Finalize, so that a
+ * checkpoint's write and its read-back, or a step's many files, do not each connect to every
+ * daemon again inside their timed open (5-13 ms for one process on this host, more with a rank
+ * on every core). It ends in the delete callback of an attribute of MPI_COMM_SELF, which MPI
+ * runs first thing in MPI_Finalize (MPI-3.1, 8.7.1). */
 static jobfs_t *jobfs_conn;
-static int jobfs_conn_refs;
+static int jobfs_conn_refs;   /* files open, and a delete under way */
+static int jobfs_conn_kept;   /* the attribute is set: the connection outlives its files */
+static int jobfs_conn_keyval = MPI_KEYVAL_INVALID;
 
 /* Open MPI's progress engine (libopen-pal, which this component links; declared in
  * opal/runtime/opal_progress.h): whether a rank with nothing to progress calls sched_yield().
@@ -95,6 +102,21 @@ static void yield_end(void)
     yield_set = false;
 }
 
+static int conn_end(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)value;
+    (void)extra;
+    /* A file the program left open keeps it: its libjobfs handle must not outlive it. */
+    if (jobfs_conn != NULL && jobfs_conn_refs == 0) {
+        jobfs_disconnect(jobfs_conn);
+        jobfs_conn = NULL;
+    }
+    jobfs_conn_kept = 0;
+    return MPI_SUCCESS;
+}
+
 /* Connects on first use. 0, or -errno with *msg set to a static explanation or
  * jobfs_last_error(). */
 static int conn_acquire(jobfs_t **out, const char **msg)
@@ -116,8 +138,14 @@ static int conn_acquire(jobfs_t **out, const char **msg)
             *msg = jobfs_last_error();
             return rc;
         }
-        yield_begin();
+        /* Without the attribute (it cannot fail in practice), the last close disconnects. */
+        if (jobfs_conn_keyval == MPI_KEYVAL_INVALID &&
+            MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, conn_end, &jobfs_conn_keyval, NULL) != MPI_SUCCESS)
+            jobfs_conn_keyval = MPI_KEYVAL_INVALID;
+        jobfs_conn_kept = jobfs_conn_keyval != MPI_KEYVAL_INVALID &&
+                          MPI_Comm_set_attr(MPI_COMM_SELF, jobfs_conn_keyval, NULL) == MPI_SUCCESS;
     }
+    if (jobfs_conn_refs == 0) yield_begin();
     jobfs_conn_refs++;
     *out = jobfs_conn;
     return 0;
@@ -127,8 +155,10 @@ static void conn_release(void)
 {
     if (jobfs_conn_refs > 0 && --jobfs_conn_refs == 0) {
         yield_end();
-        jobfs_disconnect(jobfs_conn);
-        jobfs_conn = NULL;
+        if (!jobfs_conn_kept) {
+            jobfs_disconnect(jobfs_conn);
+            jobfs_conn = NULL;
+        }
     }
 }
 

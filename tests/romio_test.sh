@@ -4,7 +4,7 @@
 # a 2-D subarray checkpoint (write_all, read_all, byte-exact), write_at_all / read_at_all,
 # independent contiguous and strided I/O made visible by MPI_File_sync, iwrite_at_all, exact
 # sizes (also as `jobfs stat` sees them), set_size, MPI_MODE_EXCL, atomic mode and shared file
-# pointers,
+# pointers, one connection per process however many files it opens,
 # MPI_File_delete; the striping hints become the file's layout (`jobfs layout`); the file is in
 # jobfs and not on the local disk; a jobfs: name without $JOBFS_CLUSTER, or with its daemons
 # gone, fails MPI_File_open with a message and does not hang. Every mpirun is bounded.
@@ -82,6 +82,15 @@ mpi atomic jobfs:/romio/atomic
 # host's core count.
 (OMPI_MCA_mpi_yield_when_idle=0; export OMPI_MCA_mpi_yield_when_idle; mpi yield jobfs:/romio/yield 2
  JOBFS_MPI_YIELD=0; export JOBFS_MPI_YIELD; mpi yield jobfs:/romio/yield 2)
+# One connection per process, kept from its first open to MPI_Finalize: three files one after
+# the other and a delete cost each rank one connection to each daemon (jobfs status: conns,
+# which counts its own connection too), not one per open.
+conns() { "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { c += $(NF - 7) } END { print c + 0 }'; }
+conns0=$(conns)
+mpi reopen jobfs:/romio/reopen
+conns1=$(conns)
+check "reopen: 4 ranks connected once each to the 3 daemons ($conns0 -> $conns1 connections, 3 of them jobfs status's)" \
+  test "$((conns1 - conns0))" -eq $((4 * 3 + 3))
 mpi delete jobfs:/romio/indep
 check "delete: jobfs stat no longer finds it" sh -c "! '$JOBFS' stat /romio/indep > /dev/null 2>&1"
 mpi delete jobfs:/romio/nope 1 > /dev/null 2>&1

@@ -7,7 +7,8 @@
  * strided writes, MPI_File_sync, read by the other ranks), iwrite (iwrite_at_all /
  * iread_at_all), size (set_size / get_size), excl (MPI_MODE_EXCL on an existing file),
  * atomic (atomic mode: racing writes never torn; shared file pointers; both refused with
- * deferred open), delete (MPI_File_delete, then open fails),
+ * deferred open), delete (MPI_File_delete, then open fails), reopen (three files one after
+ * the other, then a delete),
  * openfail (the open is expected to fail: prints the error class and string), yield (idle
  * ranks yield the CPU while a jobfs file is open, and MPI's setting is back after the close;
  * with JOBFS_MPI_YIELD=0 it is left alone). */
@@ -339,6 +340,37 @@ static void case_openfail(const char *file)
     check(rc != MPI_SUCCESS, "openfail: MPI_File_open fails");
 }
 
+/* Three files, one after the other, each closed before the next is opened (a checkpoint, its
+ * read-back, the next step's), then a delete: tests/romio_test.sh counts the connections the
+ * daemons accepted meanwhile (one per rank: the driver keeps it until MPI_Finalize). */
+static void case_reopen(const char *file)
+{
+    const int B = 1 << 20;
+    char *buf = malloc(B), *back = malloc(B);
+    MPI_File fh;
+    MPI_Status st;
+    int good;
+
+    for (int i = 0; i < B; i++) buf[i] = (char)(rank * 13 + i * 5);
+    good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh), "open");
+    good = good && ok(MPI_File_write_at_all(fh, (MPI_Offset)rank * B, buf, B, MPI_BYTE, &st), "write_at_all");
+    good = good && ok(MPI_File_close(&fh), "close");
+    check(good, "reopen: a checkpoint written and closed");
+    good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh), "open");
+    good = good && ok(MPI_File_read_at_all(fh, (MPI_Offset)rank * B, back, B, MPI_BYTE, &st), "read_at_all");
+    good = good && ok(MPI_File_close(&fh), "close");
+    check(good && memcmp(buf, back, B) == 0, "reopen: opened again, read back byte-exact");
+    MPI_Offset size = -1;
+    good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh), "open");
+    good = good && ok(MPI_File_get_size(fh, &size), "get_size");
+    good = good && ok(MPI_File_close(&fh), "close");
+    check(good && size == (MPI_Offset)nprocs * B, "reopen: a third open sees its size");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) good = ok(MPI_File_delete(file, MPI_INFO_NULL), "delete");
+    check(good, "reopen: deleted");
+    free(buf); free(back);
+}
+
 /* Open MPI's progress engine (libopen-pal; opal/runtime/opal_progress.h). */
 extern bool opal_progress_yield_when_idle;
 
@@ -379,6 +411,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "delete")) case_delete(file);
     else if (!strcmp(c, "openfail")) case_openfail(file);
     else if (!strcmp(c, "yield")) case_yield(file);
+    else if (!strcmp(c, "reopen")) case_reopen(file);
     else {
         if (rank == 0) fprintf(stderr, "romio_mpi: unknown case %s (or subarray without 4 ranks)\n", c);
         MPI_Finalize();
