@@ -477,19 +477,26 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
     // settle goes over the transport below.
     bool cold = false; // some bytes read locally were not in the page cache (read-ahead)
     if (local_) {
-        std::vector<Result<LocalReads::Opened>> opened;
-        opened.reserve(pieces.size());
+        std::vector<LocalReads::Range> ranges;
+        std::vector<size_t> ranged; // the piece of each range
         for (size_t i = 0; i < pieces.size(); ++i) {
             const ChunkPiece& p = pieces[i];
             Slot& sl = slots[i];
-            opened.emplace_back(Status(Code::not_found, "no local copy"));
             if (p.length < LocalReads::kMinLength) continue;
             const int rank = local_replica(ino, p.chunk_index, sl.chain);
             if (rank < 0) continue;
             const auto chain = replicated ? std::span<const uint32_t>(sl.chain.ranks.data(), sl.chain.length)
                                           : std::span<const uint32_t>();
-            opened[i] = local_->open({static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length, chain, t.version});
+            ranges.push_back({static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length, chain, t.version});
+            ranged.push_back(i);
             sl.local_failed = rank; // until it succeeds
+        }
+        std::vector<Result<LocalReads::Opened>> opened;
+        opened.reserve(pieces.size());
+        for (size_t i = 0; i < pieces.size(); ++i) opened.emplace_back(Status(Code::not_found, "no local copy"));
+        if (!ranges.empty()) {
+            std::vector<Result<LocalReads::Opened>> got = local_->open(ranges);
+            for (size_t k = 0; k < ranged.size(); ++k) opened[ranged[k]] = std::move(got[k]);
         }
         for (size_t i = 0; i < pieces.size(); ++i) {
             Slot& sl = slots[i];

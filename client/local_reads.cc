@@ -208,8 +208,9 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     return true;
 }
 
-Result<LocalReads::Opened> LocalReads::open(const Range& range) {
-    if (range.chain.size() > transport::kLocalMaxChain) return Status(Code::invalid, describe(range) + ": chain too long");
+namespace {
+
+transport::LocalRequest describe_request(const LocalReads::Range& range) {
     transport::LocalRequest req;
     req.op = static_cast<uint32_t>(transport::LocalOp::describe);
     req.ino = range.ino;
@@ -219,7 +220,64 @@ Result<LocalReads::Opened> LocalReads::open(const Range& range) {
     req.table_version = range.table_version;
     req.chain_length = static_cast<uint32_t>(range.chain.size());
     std::copy(range.chain.begin(), range.chain.end(), req.chain);
-    auto reply = call(range.rank, req);
+    return req;
+}
+
+} // namespace
+
+Result<LocalReads::Opened> LocalReads::open(const Range& range) { return std::move(open(std::span(&range, 1))[0]); }
+
+std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> ranges) {
+    std::vector<Result<transport::LocalReply>> replies;
+    replies.reserve(ranges.size());
+    for (const Range& r : ranges)
+        replies.emplace_back(Status(Code::invalid, r.rank < daemons_.size() ? "chain too long" : "no such daemon"));
+    {
+        // Every daemon asked is ours from the first question to the last answer. Locked in rank
+        // order, so that two readers never wait for each other.
+        std::vector<uint32_t> ranks;
+        for (const Range& r : ranges)
+            if (r.rank < daemons_.size()) ranks.push_back(r.rank);
+        std::sort(ranks.begin(), ranks.end());
+        ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+        std::vector<std::unique_lock<std::mutex>> held;
+        held.reserve(ranks.size());
+        for (uint32_t r : ranks) held.emplace_back(daemons_[r]->mu);
+        std::vector<bool> sent(ranges.size());
+        for (size_t i = 0; i < ranges.size(); ++i) {
+            const Range& r = ranges[i];
+            if (r.rank >= daemons_.size() || r.chain.size() > transport::kLocalMaxChain) continue;
+            Daemon& d = *daemons_[r.rank];
+            if (d.sock < 0) {
+                replies[i] = Status(Code::peer_gone, "no local-read connection to the daemon");
+                continue;
+            }
+            const Status s = transport::local_read_send_request(d.sock, describe_request(r));
+            if (!s.ok()) {
+                drop(d.sock, d.next_try, d.token, s);
+                replies[i] = s;
+                continue;
+            }
+            sent[i] = true;
+        }
+        for (size_t i = 0; i < ranges.size(); ++i) {
+            if (!sent[i]) continue;
+            Daemon& d = *daemons_[ranges[i].rank];
+            if (d.sock < 0) { // a failure of another range's question or answer closed it
+                replies[i] = Status(Code::peer_gone, "the local-read connection to the daemon broke");
+                continue;
+            }
+            replies[i] = transport::local_read_receive_reply(d.sock);
+            if (!replies[i].ok()) drop(d.sock, d.next_try, d.token, replies[i].status());
+        }
+    }
+    std::vector<Result<Opened>> out;
+    out.reserve(ranges.size());
+    for (size_t i = 0; i < ranges.size(); ++i) out.push_back(opened(ranges[i], std::move(replies[i])));
+    return out;
+}
+
+Result<LocalReads::Opened> LocalReads::opened(const Range& range, Result<transport::LocalReply> reply) {
     if (!reply.ok()) return reply.status().with_context(describe(range));
     Opened o;
     o.range_ = range;

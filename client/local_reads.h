@@ -79,6 +79,9 @@ public:
     };
     // Errors of open and read mean: read this range over the transport.
     Result<Opened> open(const Range& r);
+    // open of several ranges, every question sent before the first answer is awaited: the
+    // reader waits once for its daemons, not once per range. Element i is ranges[i]'s.
+    std::vector<Result<Opened>> open(std::span<const Range> ranges);
     // Reads what the chunk holds of the range into out (out.size() == o.length()) and checks
     // every block.
     Status read(const Opened& o, std::span<uint8_t> out);
@@ -117,6 +120,8 @@ private:
         uint64_t data_offset = 0;
     };
     Result<ChunkFile> open_chunk(uint32_t rank, uint64_t ino, uint64_t index);
+    // The rest of open, once the daemon answered.
+    static Result<Opened> opened(const Range& range, Result<transport::LocalReply> reply);
 
     const std::string secret_;
     std::vector<std::unique_ptr<Daemon>> daemons_;

@@ -143,8 +143,17 @@ Result<int> local_read_connect(const std::string& name, const std::string& secre
 }
 
 Result<LocalReply> local_read_call(int sock, const LocalRequest& req, int fd) {
+    JOBFS_RETURN_IF_ERROR(local_read_send_request(sock, req, fd));
+    return local_read_receive_reply(sock);
+}
+
+Status local_read_send_request(int sock, const LocalRequest& req, int fd) {
     iovec out{const_cast<LocalRequest*>(&req), sizeof req};
     if (!send_with_fd(sock, &out, 1, fd)) return Status::from_errno(errno, "local-read request");
+    return Status::OK();
+}
+
+Result<LocalReply> local_read_receive_reply(int sock) {
     LocalReply reply;
     thread_local std::vector<uint32_t> body(2 * kLocalMaxBlocks); // a reply's largest tail
     iovec iov[2] = {{&reply.header, sizeof reply.header}, {body.data(), body.size() * sizeof(uint32_t)}};

@@ -116,6 +116,10 @@ Result<int> local_read_connect(const std::string& name, const std::string& secre
 // Sends a request (with `fd` attached when it is not -1) and receives its reply (an error in it
 // is the daemon's answer, not a failure). A failure leaves the connection unusable.
 Result<LocalReply> local_read_call(int sock, const LocalRequest& req, int fd = -1);
+// The two halves of local_read_call, for a reader with several requests in flight: the daemon
+// answers the requests of a connection one by one, in the order they came.
+Status local_read_send_request(int sock, const LocalRequest& req, int fd = -1);
+Result<LocalReply> local_read_receive_reply(int sock);
 // Daemon side: receives one packet into buf (at most buf.size() bytes) and the descriptor
 // attached to it, if any, into *fd (else it is left empty). Returns recvmsg's count.
 ssize_t local_read_receive(int sock, std::span<char> buf, UniqueFd* fd);

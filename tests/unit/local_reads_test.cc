@@ -8,10 +8,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -263,6 +265,60 @@ TEST_F(LocalReadsTest, ReplicatedChunksAreReadLocallyOnlyWhenTheDaemonsGateAllow
     EXPECT_EQ(n.status().code(), Code::again) << n.status().to_string();
     n = fresh.read_range({0, id.ino, id.index, 0, 3 * kBlock}, got, &cold);
     EXPECT_TRUE(n.ok()) << n.status().to_string();
+}
+
+// A read of several ranges asks every daemon before it waits for the first answer: daemon 0
+// answers only once daemon 1 was asked (its gate holds the answer back until then, for at most
+// 10 s), which a reader that waits for each answer before the next question never gets to.
+// Each range still gets its own answer: the bytes, a refusal, a chunk that is not there.
+TEST_F(LocalReadsTest, SeveralRangesAskEveryDaemonBeforeTheFirstAnswer) {
+    TempDir dir1;
+    auto st1 = ChunkStore::open(dir1.path(), kChunk);
+    ASSERT_TRUE(st1.ok()) << st1.status().to_string();
+    std::mutex mu;
+    std::condition_variable cv;
+    bool asked1 = false, waited_out = false;
+    server.reset();
+    auto srv0 = LocalReadServer::start(*store, secret, 0, [&](ChunkId, std::span<const uint32_t>, uint64_t) {
+        std::unique_lock lock(mu);
+        if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return asked1; })) waited_out = true;
+        return Status::OK();
+    });
+    ASSERT_TRUE(srv0.ok()) << srv0.status().to_string();
+    auto srv1 = LocalReadServer::start(**st1, secret, 1, [&](ChunkId id, std::span<const uint32_t>, uint64_t) {
+        {
+            std::lock_guard lock(mu);
+            asked1 = true;
+        }
+        cv.notify_all();
+        return id.index == 9 ? Status(Code::again, "dirty") : Status::OK();
+    });
+    ASSERT_TRUE(srv1.ok()) << srv1.status().to_string();
+    const auto a = pattern(2 * kBlock, 21), b = pattern(3 * kBlock, 22);
+    ASSERT_TRUE(store->write({0x2009, 0}, 0, a).ok());
+    ASSERT_TRUE((*st1)->write({0x2009, 1}, 0, b).ok());
+    ASSERT_TRUE((*st1)->write({0x2009, 9}, 0, b).ok());
+    LocalReads two(secret, 2);
+    ASSERT_TRUE(two.available(0));
+    ASSERT_TRUE(two.available(1));
+    const std::vector<uint32_t> chain{0, 1};
+    const std::vector<LocalReads::Range> ranges{{0, 0x2009, 0, 0, 2 * kBlock, chain, 3},
+                                                {1, 0x2009, 1, kBlock, 2 * kBlock, chain, 3},
+                                                {1, 0x2009, 9, 0, kBlock, chain, 3},
+                                                {0, 0x2009, 5, 0, kBlock, chain, 3}};
+    auto opened = two.open(ranges);
+    ASSERT_EQ(opened.size(), ranges.size());
+    EXPECT_FALSE(waited_out) << "daemon 1 was asked only after daemon 0 had answered";
+    ASSERT_TRUE(opened[0].ok()) << opened[0].status().to_string();
+    ASSERT_TRUE(opened[1].ok()) << opened[1].status().to_string();
+    std::vector<uint8_t> got0(opened[0]->length()), got1(opened[1]->length());
+    ASSERT_TRUE(two.read(*opened[0], got0).ok());
+    ASSERT_TRUE(two.read(*opened[1], got1).ok());
+    EXPECT_EQ(got0, a);
+    EXPECT_TRUE(std::equal(got1.begin(), got1.end(), b.begin() + kBlock)) << "the second range's bytes";
+    EXPECT_EQ(opened[2].status().code(), Code::again) << opened[2].status().to_string();
+    ASSERT_TRUE(opened[3].ok()) << opened[3].status().to_string();
+    EXPECT_EQ(opened[3]->length(), 0u) << "no such chunk: nothing held";
 }
 
 // One question to the daemon's socket (LocalOp::describe) and the reader has all it needs: the
