@@ -191,8 +191,8 @@ int cmd_status(int argc, char** argv) {
         default: return "offline";
         }
     };
-    std::printf("%-4s %-22s %-12s %12s %12s %10s %10s %10s %10s %7s %7s %11s %10s %10s %8s %10s\n", "rank", "address",
-                "state", "disk total", "disk free", "inodes", "chunks", "rss", "cpu", "threads", "conns", "local reads", "arena wr",
+    std::printf("%-4s %-22s %-12s %12s %12s %10s %10s %10s %10s %7s %6s %7s %11s %10s %10s %8s %10s\n", "rank", "address",
+                "state", "disk total", "disk free", "inodes", "chunks", "rss", "cpu", "threads", "locks", "conns", "local reads", "arena wr",
                 "shm fwd", "leases", "delegated");
     bool all_up = true;
     for (uint32_t r = 0; r < n; ++r) {
@@ -208,11 +208,12 @@ int cmd_status(int argc, char** argv) {
             continue;
         }
         first[r] = *stats;
-        std::printf("%-4u %-22s %-12s %10.1f G %10.1f G %10llu %10llu %8.1f M %8.2f s %7u %7llu %11llu %8.1f M %8.1f M %8llu %10llu\n", r,
+        std::printf("%-4u %-22s %-12s %10.1f G %10.1f G %10llu %10llu %8.1f M %8.2f s %7u %6llu %7llu %11llu %8.1f M %8.1f M %8llu %10llu\n", r,
                     info->daemons[r].c_str(), state_of(r).c_str(), space->total_bytes / 1e9, space->free_bytes / 1e9,
                     counts.ok() ? static_cast<unsigned long long>(counts->inodes) : 0ull,
                     static_cast<unsigned long long>(space->chunk_files), stats->rss_bytes / 1048576.0,
                     (stats->cpu_user_us + stats->cpu_system_us) / 1e6, stats->threads,
+                    static_cast<unsigned long long>(stats->locks_held),
                     static_cast<unsigned long long>(stats->connections_accepted),
                     static_cast<unsigned long long>(stats->local_reads), stats->arena_write_bytes / 1048576.0,
                     stats->shm_forward_bytes / 1048576.0, static_cast<unsigned long long>(stats->leases_held),

@@ -246,6 +246,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config_in) {
                                    membership](proto::DaemonStatsResponse& s) {
         membership->served_monitoring();
         s.connections_accepted = worker->stats().connections_accepted;
+        s.locks_held = meta->locks_held();
         s.local_reads = local ? local->reads() : 0;
         s.arena_write_bytes = chunks->arena_write_bytes();
         s.heartbeats_sent = membership->heartbeats_sent();

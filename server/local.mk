@@ -18,6 +18,7 @@ server_libjobfs_server_la_SOURCES = \
 	server/meta_coordinator.h server/meta_coordinator.cc \
 	server/attr_leases.h server/attr_leases.cc \
 	server/dir_delegations.h server/dir_delegations.cc \
+	server/file_locks.h server/file_locks.cc \
 	server/meta_service.h server/meta_service.cc \
 	server/rename_lock.h server/rename_lock.cc
 server_libjobfs_server_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(SQLITE_CFLAGS) $(ISAL_CFLAGS) $(PMIX_CFLAGS)

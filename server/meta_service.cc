@@ -15,6 +15,7 @@
 #include "log.h"
 #include "server/attr_leases.h"
 #include "server/dir_delegations.h"
+#include "server/file_locks.h"
 #include "server/meta_wire.h"
 
 namespace jobfs::server {
@@ -204,6 +205,16 @@ struct MetaService::Impl : std::enable_shared_from_this<MetaService::Impl> {
     std::shared_ptr<AttrLeases> leases = std::make_shared<AttrLeases>(MetaService::kDefaultAttrLease, pool);
     // Directories delegated to clients (dir_delegations.h); made by the constructor.
     std::shared_ptr<DirDelegations> delegations;
+    // flock and fcntl locks on the files of the shards served here (file_locks.h), and the
+    // connection each locking client came on last: a client whose connection is down is dead,
+    // and its locks go once they stand in another's way (or at once, at its LeaseRelease).
+    std::mutex lock_conns_mu; // guards lock_conns; taken inside FileLocks' mutex, never around it
+    std::unordered_map<uint64_t, transport::Endpoint> lock_conns;
+    std::shared_ptr<FileLocks> locks = std::make_shared<FileLocks>([this](uint64_t client) {
+        std::lock_guard lock(lock_conns_mu);
+        auto it = lock_conns.find(client);
+        return it != lock_conns.end() && it->second.health().ok();
+    });
 
     std::mutex roles_mu;                            // reconcile runs one at a time
     std::mutex catch_mu;                            // guards catching
@@ -515,9 +526,43 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         [reply_leased](const ServerCall& call, const proto::NameRequest& r, Result<proto::Attr> a, uint64_t since) {
             reply_leased(call, std::move(a), r, since);
         });
-    rpc::serve<proto::LeaseRelease>(w, [lz](ServerCall call, proto::Empty&&) {
+    rpc::serve<proto::LeaseRelease>(w, [lz, im](ServerCall call, proto::Empty&&) {
         lz->release(call.connection());
+        // A client that ends gives back its locks too.
+        std::vector<uint64_t> gone;
+        {
+            std::lock_guard lock(im->lock_conns_mu);
+            for (auto it = im->lock_conns.begin(); it != im->lock_conns.end();)
+                if (it->second == call.connection()) {
+                    gone.push_back(it->first);
+                    it = im->lock_conns.erase(it);
+                } else {
+                    ++it;
+                }
+        }
+        for (uint64_t client : gone) im->locks->release_client(client);
         rpc::reply<proto::LeaseRelease>(call, proto::Empty{});
+    });
+    // flock and fcntl locks (file_locks.h): in memory, answered on the progress thread.
+    rpc::serve<proto::FileLockOp>(w, [im](ServerCall call, proto::FileLockRequest&& r) {
+        if (auto e = im->serve(proto::shard_of(r.ino)); !e.ok()) return call.reply(e.status());
+        if (r.client == 0 || r.type > proto::kLockUnlock || r.start > r.end || (r.test && r.type == proto::kLockUnlock))
+            return call.reply(Status(Code::invalid, "lock of inode " + std::to_string(r.ino) + ": malformed request"));
+        {
+            std::lock_guard lock(im->lock_conns_mu);
+            im->lock_conns[r.client] = call.connection();
+        }
+        const FileLock want{r.client, r.owner, r.pid, r.flock != 0, static_cast<LockType>(r.type), r.start, r.end};
+        const std::optional<FileLock> in_way = r.test ? im->locks->conflict(r.ino, want) : im->locks->set(r.ino, want);
+        proto::FileLockResponse out;
+        out.granted = !in_way;
+        if (in_way) {
+            out.type = static_cast<uint8_t>(in_way->type);
+            out.pid = in_way->pid;
+            out.start = in_way->start;
+            out.end = in_way->end;
+        }
+        rpc::reply<proto::FileLockOp>(call, out);
     });
     serve_now_or_on_pool_then<proto::CreateLeased, true>(
         w, pool, lz, dd, create_now, create_on_pool,
@@ -910,6 +955,8 @@ void MetaService::set_attr_lease(std::chrono::milliseconds lease) {
 }
 
 DirDelegations::Stats MetaService::delegation_stats() const { return impl_->delegations->stats(); }
+
+size_t MetaService::locks_held() const { return impl_->locks->count(); }
 
 AttrLeases::Stats MetaService::attr_lease_stats() const { return impl_->leases->stats(); }
 

@@ -85,6 +85,8 @@ public:
     AttrLeases::Stats attr_lease_stats() const;
     // Directory delegations (dir_delegations.h); their lease is the attribute lease's length.
     DirDelegations::Stats delegation_stats() const;
+    // flock and fcntl locks held now on the files of the shards served here.
+    size_t locks_held() const;
 
     // The shard a new directory named `name` in `parent` is placed on.
     static uint32_t place_directory(uint64_t parent, const std::string& name, uint32_t daemons) {

@@ -69,7 +69,10 @@ TESTS += tests/unit/wire_test tests/unit/transport_test
 # server/ parts
 SERVER_UNIT_LIBS = server/libjobfs_server.la $(UNIT_LIBS)
 check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/meta_shard_test \
-	tests/unit/chunk_service_test tests/unit/daemon_test tests/unit/meta_service_test
+	tests/unit/chunk_service_test tests/unit/daemon_test tests/unit/meta_service_test tests/unit/file_locks_test
+tests_unit_file_locks_test_SOURCES = tests/unit/file_locks_test.cc
+tests_unit_file_locks_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_file_locks_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_meta_service_test_SOURCES = tests/unit/meta_service_test.cc
 tests_unit_meta_service_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
 tests_unit_meta_service_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
@@ -90,7 +93,7 @@ tests_unit_meta_shard_test_SOURCES = tests/unit/meta_shard_test.cc
 tests_unit_meta_shard_test_CXXFLAGS = $(UNIT_FLAGS) $(SQLITE_CFLAGS)
 tests_unit_meta_shard_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/meta_shard_test \
-	tests/unit/chunk_service_test tests/unit/daemon_test tests/unit/meta_service_test
+	tests/unit/chunk_service_test tests/unit/daemon_test tests/unit/meta_service_test tests/unit/file_locks_test
 
 # libFuzzer target for the decoder (clang only): `make fuzz` builds it, `make run-fuzz` runs it
 # for FUZZ_SECONDS. Compiled directly with clang++, outside the automake compiler setup.

@@ -179,10 +179,12 @@ struct DaemonStatsResponse {
     // Connections this daemon accepted since it started: its peers' and every client's (one per
     // client process, for as long as that process stays connected).
     uint64_t connections_accepted = 0;
+    // flock and fcntl locks held now on the files of the metadata shards it serves.
+    uint64_t locks_held = 0;
     JOBFS_FIELDS(rss_bytes, cpu_user_us, cpu_system_us, threads, uptime_ms, local_reads, arena_write_bytes,
                  heartbeats_sent, shm_forward_bytes, shm_connections, leases_held, leases_granted, lease_recalls,
                  lease_recall_failures, delegations_held, delegations_granted, delegation_recalls,
-                 delegation_recall_failures, connections_accepted)
+                 delegation_recall_failures, connections_accepted, locks_held)
 };
 
 // A daemon's UCX worker address, for a daemon of its node to connect to it by address, which
@@ -666,6 +668,31 @@ struct DirRecallRequest {
     JOBFS_FIELDS(dir, token)
 };
 
+// An flock(2) or fcntl(2) lock of file ino, to the daemon serving its shard (server/file_locks.h).
+// `client` names the asking client (random, its own for as long as it runs), `owner` the
+// lock's owner there (fcntl: a process; flock: an open file). Bytes [start, end], end
+// UINT64_MAX: to the end of the file however long. type: kLockRead, kLockWrite, kLockUnlock.
+constexpr uint8_t kLockRead = 0, kLockWrite = 1, kLockUnlock = 2;
+struct FileLockRequest {
+    uint64_t ino = 0;
+    uint64_t client = 0;
+    uint64_t owner = 0;
+    uint32_t pid = 0;
+    uint8_t flock = 0;
+    uint8_t type = 0;
+    uint8_t test = 0; // 1: change nothing, only tell what stands in the way (F_GETLK)
+    uint64_t start = 0, end = 0;
+    JOBFS_FIELDS(ino, client, owner, pid, flock, type, test, start, end)
+};
+// granted: taken (test: nothing in the way); else the lock in the way.
+struct FileLockResponse {
+    uint8_t granted = 0;
+    uint8_t type = 0;
+    uint32_t pid = 0;
+    uint64_t start = 0, end = 0;
+    JOBFS_FIELDS(granted, type, pid, start, end)
+};
+
 JOBFS_RPC(Getattr, 48, InoRequest, Attr);
 JOBFS_RPC(Lookup, 49, NameRequest, Attr);
 JOBFS_RPC(Create, 50, CreateRequest, Attr);
@@ -704,6 +731,7 @@ JOBFS_RPC(DelegateDir, 73, DelegateRequest, DelegateResponse);
 JOBFS_RPC(DirOps, 74, DirOpsRequest, DirOpsResponse);
 // Daemon to client: send what you hold back for dir (DirOps with release), then answer.
 JOBFS_RPC(DirRecall, 75, DirRecallRequest, Empty);
+JOBFS_RPC(FileLockOp, 76, FileLockRequest, FileLockResponse);
 JOBFS_RPC(PeerCreateInode, 80, CreateInodeRequest, Attr);
 JOBFS_RPC(PeerDeleteInode, 81, InoRequest, Empty);
 JOBFS_RPC(PeerLookupDentry, 82, NameRequest, DirEntry);
