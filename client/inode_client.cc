@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <random>
+
 #include "client/local_reads.h"
 #include "log.h"
 
@@ -63,6 +66,8 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
                                       [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); },
                                       options.local_reads ? std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size()))
                                                           : nullptr);
+    std::random_device rd;
+    while (c->lock_client_ == 0) c->lock_client_ = (uint64_t{rd()} << 32) | rd();
     c->write_behind_bytes_ = options.write_behind_bytes;
     c->after_attr_reply_ = options.after_attr_reply;
     if (c->write_behind_bytes_) c->writers_ = std::make_unique<boost::asio::thread_pool>(options.writer_threads);
@@ -82,6 +87,11 @@ InodeClient::~InodeClient() {
         if (n->pending) n->pending->quiesce();
     if (writers_) writers_->join();
     deleg_.reset(); // delegated operations are sent, delegations given back
+    // Locks end with the client: the daemons need not find its connection dead first.
+    transport::CallOptions o;
+    o.timeout = std::chrono::milliseconds(1000);
+    for (const auto& ep : lock_eps_)
+        if (ep.health().ok()) (void)rpc::call<proto::LeaseRelease>(ep, proto::Empty{}, o);
 }
 
 // ---- open inodes ----------------------------------------------------------------------------
@@ -319,6 +329,17 @@ Result<std::vector<std::string>> InodeClient::listxattr(const proto::Cred& cred,
 Status InodeClient::removexattr(const proto::Cred& cred, uint64_t ino, const std::string& name) {
     auto r = meta<proto::Removexattr>(ino, proto::XattrRequest{cred, ino, name, {}, 0});
     return r.ok() ? Status::OK() : r.status();
+}
+
+Result<proto::FileLockResponse> InodeClient::lock(proto::FileLockRequest req) {
+    req.client = lock_client_;
+    transport::Endpoint via;
+    auto r = meta_call<proto::FileLockOp>(*io_, req.ino, req, &via);
+    if (r.ok() && r->granted && !req.test && req.type != proto::kLockUnlock && via.valid()) {
+        std::lock_guard lock(lock_mu_);
+        if (std::find(lock_eps_.begin(), lock_eps_.end(), via) == lock_eps_.end()) lock_eps_.push_back(via);
+    }
+    return r;
 }
 
 Result<FsSpace> InodeClient::statfs() {

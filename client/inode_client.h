@@ -155,6 +155,13 @@ public:
     // the daemons (fsyncdir); io if some were lost since the last call (Client::sync_namespace).
     Status sync_namespace();
 
+    // ---- locks ----------------------------------------------------------------------------
+    // An flock or fcntl lock (req.ino, owner, type, range; req.client is this client's), kept
+    // by the daemon of the file's shard for every node (server/file_locks.h): whether it was
+    // granted (test: whether nothing is in the way), and if not, the lock in the way. The
+    // locks still held when this client ends are given back (LeaseRelease).
+    Result<proto::FileLockResponse> lock(proto::FileLockRequest req);
+
     // ---- files ----------------------------------------------------------------------------
     // Creates (O_EXCL: must not exist) or opens the regular file name in parent; O_TRUNC
     // empties an existing one. Returns its attributes and the open handle.
@@ -226,6 +233,9 @@ private:
     // Declared before open_: an OpenInode's WriteBehind waits on this pool when it goes.
     size_t write_behind_bytes_ = 0;
     std::unique_ptr<boost::asio::thread_pool> writers_;
+    uint64_t lock_client_ = 0;                  // names this client to the lock tables (random)
+    std::mutex lock_mu_;                        // guards lock_eps_
+    std::vector<transport::Endpoint> lock_eps_; // the daemons it took locks from
     std::mutex open_mu_;
     std::unordered_map<uint64_t, std::shared_ptr<OpenInode>> open_;
     // The last releases (see the top of this file); written under open_mu_ (the count may be

@@ -23,7 +23,10 @@
 //   * InodeClient is thread-safe (its lock rules are in inode_client.h). Handlers here hold no
 //     lock of their own except DirHandle::mu, held while one readdir fills its buffer and
 //     never while replying: the reply lets the kernel send releasedir, which frees the
-//     DirHandle, at once (on another thread).
+//     DirHandle, at once (on another thread); and Fs::locked_mu, held only to look at or add
+//     to the set it guards.
+//   * A blocking lock (F_SETLKW, flock without LOCK_NB) keeps its handler's thread until it
+//     gets the lock or is interrupted; libfuse starts more threads for the other requests.
 //   * A Handle (fi->fh of a file) is shared by the threads of one open file description; it
 //     is freed in release, which the kernel sends after every other request on it has been
 //     answered. Hence the rule for every handler: the reply is the last thing it does.
@@ -42,6 +45,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/file.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +53,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <limits>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +64,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "client/cluster.h"
@@ -97,6 +103,7 @@ struct Config {
     unsigned write_behind_mib = 8;  // per open file: writes on their way after write(2) returned
     int no_local_io = 0;            // -o no_local_io: no local reads, no write arena (all over the transport)
     int no_dir_delegation = 0;      // -o no_dir_delegation: every create, lookup and unlink asks the daemons
+    int local_locks = 0;            // -o local_locks: flock/fcntl locks kept by this node's kernel only
     int nice = kNiceUnset;          // -o nice=N: the threads' nice value (kDefaultNice unless given)
 };
 
@@ -114,6 +121,7 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("write_behind_mib=%u", write_behind_mib, 0),
     JOBFS_OPT("no_local_io", no_local_io, 1),
     JOBFS_OPT("no_dir_delegation", no_dir_delegation, 1),
+    JOBFS_OPT("local_locks", local_locks, 1),
     JOBFS_OPT("nice=%d", nice, 0),
     JOBFS_OPT("writeback_cache", writeback_cache, 1),
     JOBFS_OPT("no_writeback_cache", writeback_cache, 0),
@@ -187,6 +195,11 @@ struct Fs {
     bool writeback_cache = false;    // asked for; jf_init says whether the kernel grants it
     std::atomic<bool> writeback{false}; // granted: the kernel buffers writes and owns the size
     std::atomic<bool> initialized{false}; // the kernel's INIT has been answered (jf_init ran)
+    bool cluster_locks = true; // flock/fcntl locks are the daemons' (else the kernel's, this node only)
+    std::mutex locked_mu;      // guards posix_locked
+    // Files this mount took fcntl locks on: a flush (a close) of them gives back the closing
+    // owner's locks. (Never emptied: at most one more request per close of such a file.)
+    std::unordered_set<uint64_t> posix_locked;
 };
 
 Fs& fs_of(fuse_req_t req) { return *static_cast<Fs*>(fuse_req_userdata(req)); }
@@ -356,9 +369,15 @@ void jf_init(void* userdata, fuse_conn_info* conn) {
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-    // Not kept across nodes: flock/fcntl locks (without lock handlers the kernel keeps them
-    // per node). No splice: FileIO sends straight from libfuse's buffer by rendezvous already.
+    // flock and fcntl locks go to the daemons (jf_getlk, jf_setlk, jf_flock), unless -o
+    // local_locks leaves them to this node's kernel. No splice: FileIO sends straight from
+    // libfuse's buffer by rendezvous already.
     conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+    if (fs.cluster_locks) {
+        conn->want |= conn->capable & (FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+    } else {
+        conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+    }
     // Writeback cache (-o writeback_cache): writes complete in the page cache and reach us in
     // large batches. The kernel flushes a file's dirty pages before it sends FLUSH at close, so
     // close-to-open between nodes still holds; it may read pages of a file opened write-only
@@ -549,11 +568,104 @@ void jf_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     fuse_reply_write(req, size);
 }
 
+// ---- locks --------------------------------------------------------------------------------
+// flock and fcntl locks are kept by the daemon of the file's shard (server/file_locks.h), so a
+// lock taken on one node holds on every other. A waiter (F_SETLKW, flock without LOCK_NB) asks
+// again, 5 ms after a refusal and twice as long each time up to 100 ms, until it gets the lock
+// or its caller is interrupted (EINTR): Linux's NFSv4 client waits for a lock so too.
+
+constexpr uint64_t kToEof = std::numeric_limits<uint64_t>::max();
+
+proto::FileLockRequest lock_request(fuse_ino_t ino, uint64_t owner, bool flock, short type) {
+    proto::FileLockRequest r;
+    r.ino = ino;
+    r.owner = owner;
+    r.flock = flock;
+    r.type = type == F_WRLCK ? proto::kLockWrite : type == F_RDLCK ? proto::kLockRead : proto::kLockUnlock;
+    r.end = kToEof;
+    return r;
+}
+
+// libfuse hands the kernel's range as l_start and l_len (0: to the end of the file).
+proto::FileLockRequest posix_request(fuse_ino_t ino, const fuse_file_info* fi, const struct flock& l) {
+    proto::FileLockRequest r = lock_request(ino, fi->lock_owner, false, l.l_type);
+    r.pid = static_cast<uint32_t>(l.l_pid);
+    r.start = static_cast<uint64_t>(l.l_start);
+    r.end = l.l_len <= 0 ? kToEof : r.start + static_cast<uint64_t>(l.l_len) - 1;
+    return r;
+}
+
+// Takes (or gives back) the lock, waiting for it if asked: 0 or an errno.
+int lock_wait(fuse_req_t req, const char* op, const proto::FileLockRequest& r, bool wait) {
+    auto delay = std::chrono::milliseconds(5);
+    for (;;) {
+        auto a = fs_of(req).client->lock(r);
+        if (!a.ok()) {
+            if (worth_logging(a.status())) log_error(op, r.ino, a.status());
+            return a.status().to_errno();
+        }
+        if (a->granted) return 0;
+        if (!wait) return EAGAIN;
+        if (fuse_req_interrupted(req)) return EINTR;
+        std::this_thread::sleep_for(delay);
+        delay = std::min(delay * 2, std::chrono::milliseconds(100));
+        if (fuse_req_interrupted(req)) return EINTR;
+    }
+}
+
+void jf_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+    proto::FileLockRequest r = posix_request(ino, fi, *lock);
+    r.test = 1;
+    auto a = fs_of(req).client->lock(r);
+    if (!a.ok()) return reply_status(req, "getlk", ino, a.status());
+    struct flock out = *lock;
+    if (a->granted) {
+        out.l_type = F_UNLCK;
+    } else {
+        out.l_type = a->type == proto::kLockWrite ? F_WRLCK : F_RDLCK;
+        out.l_whence = SEEK_SET;
+        out.l_start = static_cast<off_t>(a->start);
+        out.l_len = a->end == kToEof ? 0 : static_cast<off_t>(a->end - a->start + 1);
+        out.l_pid = static_cast<pid_t>(a->pid);
+    }
+    fuse_reply_lock(req, &out);
+}
+
+void jf_setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+    Fs& fs = fs_of(req);
+    if (lock->l_type != F_UNLCK) {
+        std::lock_guard l(fs.locked_mu);
+        fs.posix_locked.insert(ino);
+    }
+    fuse_reply_err(req, lock_wait(req, "setlk", posix_request(ino, fi, *lock), sleep != 0));
+}
+
+void jf_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
+    const short type = (op & LOCK_EX) ? F_WRLCK : (op & LOCK_SH) ? F_RDLCK : F_UNLCK;
+    fuse_reply_err(req, lock_wait(req, "flock", lock_request(ino, fi->lock_owner, true, type), !(op & LOCK_NB)));
+}
+
+// What a close gives back: the closing process's fcntl locks of the file (every close, as
+// POSIX has it), the open file's flock lock (its last close: release).
+void give_back(fuse_req_t req, fuse_ino_t ino, uint64_t owner, bool flock) {
+    int e = lock_wait(req, flock ? "flock release" : "unlock at close", lock_request(ino, owner, flock, F_UNLCK), false);
+    if (e != 0 && e != EAGAIN) std::fprintf(stderr, "jobfs-fuse: locks of inode %llu not given back at close: %s\n",
+                                            static_cast<unsigned long long>(ino), std::strerror(e));
+}
+
 void jf_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    reply_status(req, "flush", ino, fs_of(req).client->flush(*handle_of(fi)));
+    Fs& fs = fs_of(req);
+    bool locked = false;
+    if (fs.cluster_locks) {
+        std::lock_guard l(fs.locked_mu);
+        locked = fs.posix_locked.count(ino) != 0;
+    }
+    if (locked) give_back(req, ino, fi->lock_owner, false);
+    reply_status(req, "flush", ino, fs.client->flush(*handle_of(fi)));
 }
 
 void jf_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    if (fi->flock_release && fs_of(req).cluster_locks) give_back(req, ino, fi->lock_owner, true);
     std::unique_ptr<Handle> h(handle_of(fi));
     Status s = fs_of(req).client->release(std::move(h));
     if (!s.ok()) log_error("release", ino, s); // nobody waits for this answer
@@ -731,6 +843,9 @@ fuse_lowlevel_ops make_ops() {
     ops.listxattr = jf_listxattr;
     ops.removexattr = jf_removexattr;
     ops.access = jf_access;
+    ops.getlk = jf_getlk;
+    ops.setlk = jf_setlk;
+    ops.flock = jf_flock;
     return ops;
 }
 
@@ -755,6 +870,8 @@ void usage(FILE* out) {
                  "                              chunk files, no write arena (both on by default)\n"
                  "    no_dir_delegation         ask the daemons for every create, lookup and unlink, also\n"
                  "                              in directories this mount works in (delegated by default)\n"
+                 "    local_locks               flock and fcntl locks hold between the processes of this\n"
+                 "                              node only (default: on every node, kept by the daemons)\n"
                  "    nice=N                    the server's nice value, -20 to 19 (-10, as jobfsd's)\n"
                  "    no_allow_other            only the mounting user may enter (default when not root)\n"
                  "    no_default_permissions    check access here instead of in the kernel\n"
@@ -832,6 +949,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     fs.negative_timeout = cfg.negative_timeout;
     fs.default_permissions = !cfg.no_default_permissions;
     fs.writeback_cache = cfg.writeback_cache != 0;
+    fs.cluster_locks = cfg.local_locks == 0;
     // Before the first thread (the client's) starts: every thread inherits it.
     if (Status s = set_priority(cfg.nice); !s.ok()) {
         tell_parent(ready_fd, 1);

@@ -13,6 +13,7 @@ JOBFS=$(abs "$JOBFS")
 JOBFS_FUSE=$(abs "$JOBFS_FUSE")
 JOBFSD=$(abs "$JOBFSD")
 MOUNT_HELPER=$(abs "${MOUNT_HELPER:-./client/mount.jobfs}")
+LOCKPY="python3 $(abs "$(dirname "$0")")/helpers/fcntl_lock.py"
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
   echo "ok - # SKIP jobfs-fuse needs root, /dev/fuse and fusermount3"
   exit 0
@@ -47,7 +48,7 @@ pid_of_mount() { # the jobfs-fuse serving mount point $1 (its path is unique to 
 }
 alive() { s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }
 cleanup() {
-  for m in "$tmp/nice" "$tmp/mntwb" "$tmp/mnt3" "$mnt2" "$mnt"; do
+  for m in "$tmp/nice" "$tmp/mntwb" "$tmp/mnt3" "$tmp/mntlk" "$mnt2" "$mnt"; do
     if mounted "$m"; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; fi
   done
   if [ -n "$pid1" ]; then wait_for 10 sh -c "! kill -0 $pid1 2>/dev/null" || kill -KILL "$pid1" 2>/dev/null; fi
@@ -285,6 +286,51 @@ check "500 files made on one mount (a delegated directory) are all on the other 
 check "the directory was delegated to the mount ($deleg0 -> $(delegations) delegations)" test "$(delegations)" -gt "$deleg0"
 check "250 of them removed on one mount are gone on the other at once" sh -c "
   (cd bulk && seq 1 250 | xargs rm) && [ \$(ls '$mnt2/bulk' | wc -l) -eq 250 ] && [ ! -e '$mnt2/bulk/250' ] && [ -e '$mnt2/bulk/251' ]"
+# Locks are the daemons' (server/file_locks.h): one taken through one mount holds on the other.
+locks() { # flock and fcntl locks the daemons hold now (jobfs status: locks)
+  JOBFS_CLUSTER="$dir/cluster" "$JOBFS" status | awk '$1 ~ /^[0-9]+$/ { l += $(NF - 8) } END { print l + 0 }'
+}
+echo lock > locked
+$LOCKPY locked flock-hold 0 0 3 > "$tmp/flock.out" &
+hold=$!
+checkf "flock: an exclusive lock held through one mount" wait_for 5 grep -q held "$tmp/flock.out"
+check "flock: ... refused (LOCK_NB) on the other" sh -c "! flock -n '$mnt2/locked' true"
+check "flock: the daemons hold it (jobfs status: $(locks) locks)" test "$(locks)" -ge 1
+check "flock: a waiter on the other mount gets it once the holder is done" sh -c "
+  flock '$mnt2/locked' grep -q done '$tmp/flock.out'"
+wait "$hold"
+$LOCKPY locked hold 0 100 3 > "$tmp/fcntl.out" &
+hold=$!
+checkf "fcntl: a write lock on bytes 0-99 held through one mount" wait_for 5 grep -q held "$tmp/fcntl.out"
+check "fcntl: an overlapping one on the other mount is refused with EAGAIN" \
+  sh -c "[ \"\$($LOCKPY '$mnt2/locked' try 50 10)\" = 'refused 11' ]"
+check "fcntl: the bytes after it are free" sh -c "[ \"\$($LOCKPY '$mnt2/locked' try 100 10)\" = got ]"
+check "fcntl: F_GETLK on the other mount names the lock and its process" \
+  sh -c "[ \"\$($LOCKPY '$mnt2/locked' get 0 0)\" = 'write 0 100 $hold' ]"
+check "fcntl: F_SETLKW on the other mount gets it once the holder is done (its close gave it back)" \
+  sh -c "[ \"\$($LOCKPY '$mnt2/locked' wait 0 1)\" = got ] && grep -q done '$tmp/fcntl.out'"
+wait "$hold"
+check "no lock is left at the daemons ($(locks))" test "$(locks)" -eq 0
+# A mount that dies holding a lock: its connection is gone, and the daemons let its locks go.
+mntlk=$tmp/mntlk
+mkdir "$mntlk"
+check "a third mount" "$JOBFS_FUSE" -o cluster="$dir/cluster" "$mntlk"
+$LOCKPY "$mntlk/locked" flock-hold 0 0 60 > "$tmp/dead.out" 2>&1 &
+hold=$!
+checkf "flock: held through the third mount" wait_for 5 grep -q held "$tmp/dead.out"
+check "... refused on the other" sh -c "! flock -n '$mnt2/locked' true"
+kill -KILL "$(pid_of_mount "$mntlk")" 2>/dev/null
+checkf "its jobfs-fuse killed (kill -9): the other mount gets the lock" wait_for 10 flock -n "$mnt2/locked" true
+kill "$hold" 2>/dev/null; wait "$hold" 2>/dev/null
+umount -l "$mntlk"
+# -o local_locks: the kernel of each node keeps them, as without lock handlers.
+check "mount with -o local_locks" "$JOBFS_FUSE" -o cluster="$dir/cluster",local_locks "$mntlk"
+$LOCKPY locked flock-hold 0 0 2 > "$tmp/local.out" &
+hold=$!
+checkf "-o local_locks: a lock held through another mount" wait_for 5 grep -q held "$tmp/local.out"
+check "-o local_locks: ... is not seen there" flock -n "$mntlk/locked" true
+wait "$hold"
+check "-o local_locks: unmount" sh -c "fusermount3 -u '$mntlk' && ! grep -q ' $mntlk fuse.jobfs ' /proc/mounts"
 check "rm -r of everything" sh -c "rm -rf -- * && [ -z \"\$(ls -A)\" ] && [ -z \"\$(ls -A '$mnt2')\" ]"
 cd / || exit 1
 

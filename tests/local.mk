@@ -35,7 +35,8 @@ EXTRA_DIST += tests/stage_rgw_test.sh tests/helpers/rgw.sh
 if !JOBFS_SANITIZE
 TESTS += tests/stage_rgw_test.sh
 endif
-EXTRA_DIST += tests/case-driver tests/lib.sh tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh
+EXTRA_DIST += tests/case-driver tests/lib.sh tests/README.md tests/cli_test.sh tests/pmix_test.sh tests/fuse_test.sh tests/posix_test.sh \
+	tests/helpers/fcntl_lock.py
 TESTS += tests/cli_test.sh tests/pmix_test.sh
 # Real mounts of jobfs-fuse (skips itself when not root or without /dev/fuse).
 if JOBFS_FUSE
