@@ -596,6 +596,13 @@ proto::FileLockRequest posix_request(fuse_ino_t ino, const fuse_file_info* fi, c
 }
 
 // Takes (or gives back) the lock, waiting for it if asked: 0 or an errno.
+//
+// What a lock protects is seen as it is (as an NFS client does): before a lock is given back,
+// this mount's writes to the file land and its size is settled (the caller flushes: `h`);
+// once one is taken, the kernel's attributes of the file are dropped, so that its next read
+// asks for them and, finding another node's change (mtime; FUSE_CAP_AUTO_INVAL_DATA), drops
+// the pages it cached too. (Only attributes here: dropping pages takes their locks, which a
+// read waiting for this mount may hold.)
 int lock_wait(fuse_req_t req, const char* op, const proto::FileLockRequest& r, bool wait) {
     auto delay = std::chrono::milliseconds(5);
     for (;;) {
@@ -604,6 +611,8 @@ int lock_wait(fuse_req_t req, const char* op, const proto::FileLockRequest& r, b
             if (worth_logging(a.status())) log_error(op, r.ino, a.status());
             return a.status().to_errno();
         }
+        if (a->granted && r.type != proto::kLockUnlock && !r.test)
+            fuse_lowlevel_notify_inval_inode(fs_of(req).session, r.ino, -1, 0);
         if (a->granted) return 0;
         if (!wait) return EAGAIN;
         if (fuse_req_interrupted(req)) return EINTR;
@@ -631,17 +640,30 @@ void jf_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* 
     fuse_reply_lock(req, &out);
 }
 
+// Before a lock is given back: this mount's writes to the file are at the daemons, its size
+// settled (lock_wait). 0 or an errno.
+int settle_before_unlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Status s = fs_of(req).client->flush(*handle_of(fi));
+    if (s.ok()) return 0;
+    if (worth_logging(s)) log_error("unlock", ino, s);
+    return s.to_errno();
+}
+
 void jf_setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
     Fs& fs = fs_of(req);
     if (lock->l_type != F_UNLCK) {
         std::lock_guard l(fs.locked_mu);
         fs.posix_locked.insert(ino);
+    } else if (int e = settle_before_unlock(req, ino, fi); e != 0) {
+        return (void)fuse_reply_err(req, e);
     }
     fuse_reply_err(req, lock_wait(req, "setlk", posix_request(ino, fi, *lock), sleep != 0));
 }
 
 void jf_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
     const short type = (op & LOCK_EX) ? F_WRLCK : (op & LOCK_SH) ? F_RDLCK : F_UNLCK;
+    if (type == F_UNLCK)
+        if (int e = settle_before_unlock(req, ino, fi); e != 0) return (void)fuse_reply_err(req, e);
     fuse_reply_err(req, lock_wait(req, "flock", lock_request(ino, fi->lock_owner, true, type), !(op & LOCK_NB)));
 }
 
@@ -660,11 +682,15 @@ void jf_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         std::lock_guard l(fs.locked_mu);
         locked = fs.posix_locked.count(ino) != 0;
     }
+    // The file's writes land (and its size is settled) before its locks go: another node that
+    // takes one next reads what was written under it.
+    Status flushed = fs.client->flush(*handle_of(fi));
     if (locked) give_back(req, ino, fi->lock_owner, false);
-    reply_status(req, "flush", ino, fs.client->flush(*handle_of(fi)));
+    reply_status(req, "flush", ino, flushed);
 }
 
 void jf_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    // (Its writes landed at the flush of the close that ended it.)
     if (fi->flock_release && fs_of(req).cluster_locks) give_back(req, ino, fi->lock_owner, true);
     std::unique_ptr<Handle> h(handle_of(fi));
     Status s = fs_of(req).client->release(std::move(h));

@@ -213,7 +213,10 @@ struct MetaService::Impl : std::enable_shared_from_this<MetaService::Impl> {
     std::shared_ptr<FileLocks> locks = std::make_shared<FileLocks>([this](uint64_t client) {
         std::lock_guard lock(lock_conns_mu);
         auto it = lock_conns.find(client);
-        return it != lock_conns.end() && it->second.health().ok();
+        if (it == lock_conns.end()) return false;
+        if (it->second.health().ok()) return true;
+        lock_conns.erase(it); // FileLocks drops its locks: nothing is left of it here
+        return false;
     });
 
     std::mutex roles_mu;                            // reconcile runs one at a time

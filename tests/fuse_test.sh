@@ -24,7 +24,7 @@ tmp=$(mktemp -d /tmp/jobfs-fuse-files-XXXXXX)
 chmod 755 "$tmp" # another user must reach the mount points below it
 mnt=$tmp/mnt
 mnt2=$tmp/mnt2
-mkdir "$mnt" "$mnt2" "$tmp/nice"
+mkdir "$mnt" "$mnt2" "$tmp/nice" "$tmp/mntlk"
 pid1=
 fails=0
 check() { # NAME CMD...: runs program CMD (at most 120 s), counts a failure if it fails
@@ -310,10 +310,23 @@ check "fcntl: F_GETLK on the other mount names the lock and its process" \
 check "fcntl: F_SETLKW on the other mount gets it once the holder is done (its close gave it back)" \
   sh -c "[ \"\$($LOCKPY '$mnt2/locked' wait 0 1)\" = got ] && grep -q done '$tmp/fcntl.out'"
 wait "$hold"
+# What a lock protects is seen as it is: the reader's mount (attributes and pages cached for
+# 30 s) reads the bytes another mount wrote under a lock, once it takes the lock after it,
+# through a file it kept open; the writer keeps its file open too (no close-to-open).
+check "a mount that caches for 30 s" "$JOBFS_FUSE" -o cluster="$dir/cluster",attr_timeout=30,entry_timeout=30 "$tmp/mntlk"
+printf 'old old old\n' > guarded
+$LOCKPY "$tmp/mntlk/guarded" reread 0 11 "$tmp/rewritten" > "$tmp/reread.out" &
+hold=$!
+checkf "locks: the reader read the old bytes" wait_for 5 grep -q '^old old old$' "$tmp/reread.out"
+check "locks: another mount rewrites them under a write lock, and gives it back" \
+  $LOCKPY "$mnt2/guarded" rewrite 0 'new new new' "$tmp/rewritten"
+wait "$hold"
+check "locks: the reader's read lock after it reads the new bytes (not its cached ones)" \
+  sh -c "[ \"\$(sed -n 2p '$tmp/reread.out')\" = 'new new new' ]"
+check "the caching mount: unmount" fusermount3 -u "$tmp/mntlk"
 check "no lock is left at the daemons ($(locks))" test "$(locks)" -eq 0
 # A mount that dies holding a lock: its connection is gone, and the daemons let its locks go.
 mntlk=$tmp/mntlk
-mkdir "$mntlk"
 check "a third mount" "$JOBFS_FUSE" -o cluster="$dir/cluster" "$mntlk"
 $LOCKPY "$mntlk/locked" flock-hold 0 0 60 > "$tmp/dead.out" 2>&1 &
 hold=$!

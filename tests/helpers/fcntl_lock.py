@@ -8,6 +8,11 @@
   fcntl_lock.py FILE wait START LEN           F_SETLKW a write lock, then "got"
   fcntl_lock.py FILE get START LEN            F_GETLK of a write lock: "none", or
                                               "write|read START LEN PID" of the lock in the way
+  fcntl_lock.py FILE rewrite START TEXT MARK  under a write lock on the bytes of TEXT, write TEXT
+                                              there; give the lock back (the file kept open),
+                                              then create file MARK and stay 2 s
+  fcntl_lock.py FILE reread START LEN MARK    print the bytes; once file MARK exists, take a read
+                                              lock on them and print them again (the same open file)
 LEN 0 is to the end of the file."""
 import fcntl
 import os
@@ -15,7 +20,8 @@ import struct
 import sys
 import time
 
-path, op, start, length = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+path, op, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
+length = int(sys.argv[4]) if op != "rewrite" else 0
 fd = os.open(path, os.O_RDWR)
 if op in ("hold", "flock-hold"):
     if op == "hold":
@@ -41,5 +47,18 @@ elif op == "get":
         print("none")
     else:
         print("write" if got[0] == fcntl.F_WRLCK else "read", got[2], got[3], got[4])
+elif op == "rewrite":
+    text = sys.argv[4].encode()
+    fcntl.lockf(fd, fcntl.LOCK_EX, len(text), start)
+    os.pwrite(fd, text, start)
+    fcntl.lockf(fd, fcntl.LOCK_UN, len(text), start)
+    open(sys.argv[5], "w").close()
+    time.sleep(2)
+elif op == "reread":
+    print(os.pread(fd, length, start).decode(), flush=True)
+    while not os.path.exists(sys.argv[5]):
+        time.sleep(0.02)
+    fcntl.lockf(fd, fcntl.LOCK_SH, length, start)
+    print(os.pread(fd, length, start).decode(), flush=True)
 else:
     sys.exit("fcntl_lock.py: unknown operation " + op)
