@@ -45,8 +45,14 @@ keep_logs() {
   local keep=$PWD/slurm_test.artifacts f
   rm -rf "$keep"; mkdir -p "$keep"
   cp -r "$D/log" "$keep/" 2>/dev/null
+  # The daemons' and mounts' own logs of the jobs still set up on a node (a teardown that hung).
+  for f in "$D"/tmp/n[123]/jobfs-state/*/*.log; do
+    [ -f "$f" ] || continue
+    local n=${f#"$D"/tmp/}
+    cp "$f" "$keep/$(echo "$n" | tr / _)" 2>/dev/null
+  done
   find "$D/out" -maxdepth 1 -type f \( -name '*.out' -o -name 'mpi-trace.*' \) -size -1M -exec cp {} "$keep/" \; 2>/dev/null
-  for f in "$D"/log/*.log "$D"/tmp/n[123]/jobfs-data/*.log; do
+  for f in "$D"/log/*.log "$D"/tmp/n[123]/jobfs-data/*.log "$D"/tmp/n[123]/jobfs-state/*/*.log; do
     [ -f "$f" ] || continue
     echo "# --- last lines of $f"; tail -n 25 "$f" | sed 's/^/#   /'
   done
