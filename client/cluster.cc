@@ -1,6 +1,9 @@
 #include "client/cluster.h"
 
 #include "cluster_descriptor.h"
+#include "daemon_protocol.h"
+#include "log.h"
+#include "rpc.h"
 
 #include <algorithm>
 #include <atomic>
@@ -70,12 +73,13 @@ Status write_cluster(const std::string& path, const ClusterInfo& info) {
     return transport::write_cluster_descriptor(path, info.daemons, info.secret);
 }
 
-Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank) {
+Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank,
+                                           std::chrono::milliseconds timeout) {
     if (rank >= info.daemons.size()) return Status(Code::invalid, "no jobfs daemon " + std::to_string(rank));
     const std::string& d = info.daemons[rank];
     const size_t colon = d.rfind(':');
     if (colon == std::string::npos) return Status(Code::invalid, "daemon address '" + d + "' lacks a port");
-    return worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))));
+    return worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))), timeout);
 }
 
 Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info) {
@@ -85,14 +89,49 @@ Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& work
     // job's size (3 daemons on one host: 8-25 ms of waiting).
     const size_t n = info.daemons.size();
     std::vector<std::optional<Result<transport::Endpoint>>> made(n);
-    std::atomic<size_t> next{0};
-    auto connect_some = [&] {
-        for (size_t r; (r = next.fetch_add(1)) < n;) made[r].emplace(connect_daemon(worker, info, static_cast<uint32_t>(r)));
-    };
-    {
+    // Connects the daemons `ranks` side by side, each within `timeout`.
+    auto connect_all = [&](const std::vector<uint32_t>& ranks, std::chrono::milliseconds timeout) {
+        std::atomic<size_t> next{0};
+        auto connect_some = [&] {
+            for (size_t k; (k = next.fetch_add(1)) < ranks.size();)
+                made[ranks[k]].emplace(connect_daemon(worker, info, ranks[k], timeout));
+        };
         std::vector<std::jthread> helpers;
-        for (size_t k = 1; k < std::min(n, kParallelConnects); ++k) helpers.emplace_back(connect_some);
+        for (size_t k = 1; k < std::min(ranks.size(), kParallelConnects); ++k) helpers.emplace_back(connect_some);
         connect_some();
+    };
+    // A first try of kFirstConnectTry. A daemon that did not answer within it is looked up in
+    // the chain table of those that did: one the table has offline (its node failed, or hung)
+    // is not waited for; any other gets the rest of the connect timeout (it may be busy).
+    // Before, a client that started while a node of its job was down waited the whole connect
+    // timeout (10 s) for it: every jobfs command, MPI_File_open and stage-out after the failure.
+    const auto full = worker.options().connect_timeout;
+    const auto first = std::min(full, kFirstConnectTry);
+    std::vector<uint32_t> all(n);
+    for (uint32_t r = 0; r < n; ++r) all[r] = r;
+    connect_all(all, first);
+    std::vector<uint32_t> silent;
+    for (uint32_t r = 0; r < n; ++r)
+        if (!made[r]->ok() && made[r]->status().code() == Code::timeout) silent.push_back(r);
+    if (!silent.empty() && full > first) {
+        proto::ChainTable t;
+        transport::CallOptions o;
+        o.timeout = kFirstConnectTry;
+        for (uint32_t r = 0; r < n; ++r) {
+            if (!made[r]->ok()) continue;
+            auto got = transport::rpc::call<proto::ChainTableGet>(**made[r], proto::Empty{}, o);
+            if (got.ok() && got->states.size() == n && proto::newer_table(*got, t)) t = std::move(*got);
+        }
+        std::vector<uint32_t> again;
+        for (uint32_t r : silent) {
+            if (t.states.size() == n && t.states[r] == proto::kDaemonOffline) {
+                JOBFS_INFO("jobfs daemon %u (%s) did not answer and is offline in chain table %llu: not waited for", r,
+                           info.daemons[r].c_str(), static_cast<unsigned long long>(t.version));
+                continue;
+            }
+            again.push_back(r);
+        }
+        if (!again.empty()) connect_all(again, full - first);
     }
     std::vector<transport::Endpoint> eps;
     Status first_unreachable;

@@ -9,6 +9,8 @@
 // It is readable only by the job's user (mode 0600), since it holds the secret.
 #pragma once
 
+#include <chrono>
+
 #include <string>
 #include <vector>
 
@@ -30,9 +32,14 @@ Result<ClusterInfo> read_cluster_from_env();
 // lives in ucx-transport/cluster_descriptor.h, which jobfsd shares).
 Status write_cluster(const std::string& path, const ClusterInfo& info);
 
-// Connects `worker` to daemon `rank` of the descriptor.
-Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank);
+// Connects `worker` to daemon `rank` of the descriptor (`timeout` 0: the worker's connect_timeout).
+Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank,
+                                           std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
 // Connects `worker` to every daemon of the descriptor, in rank order (endpoint r is daemon r).
+// A daemon that is down gets an unconnected endpoint (its calls fail at once); so does one that
+// did not answer within kFirstConnectTry while the chain table of those that did has it offline
+// (a node of the job failed: it is not waited for, for the whole connect timeout).
+constexpr std::chrono::milliseconds kFirstConnectTry{2000};
 Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info);
 
 } // namespace jobfs::client

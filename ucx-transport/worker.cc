@@ -413,7 +413,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
                     const CallOptions& options, CallCallback done);
     std::unique_ptr<PendingCall> make_call(const std::shared_ptr<EndpointState>& ep, uint16_t opcode, Bytes message,
                                            const CallOptions& options, CallCallback done);
-    Result<Endpoint> handshake(std::shared_ptr<EndpointState> st, const std::string& what);
+    Result<Endpoint> handshake(std::shared_ptr<EndpointState> st, const std::string& what,
+                               std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
     Result<Endpoint> connect_by_address(std::span<const uint8_t> worker_address, const std::string& peer,
                                         std::shared_ptr<EndpointState> watched);
 };
@@ -1422,12 +1423,13 @@ void Worker::Impl::send_reply(const std::shared_ptr<EndpointState>& conn, uint64
     reply_sent(std::move(op), UCS_PTR_STATUS(r));
 }
 
-Result<Endpoint> Worker::Impl::handshake(std::shared_ptr<EndpointState> st, const std::string& what) {
+Result<Endpoint> Worker::Impl::handshake(std::shared_ptr<EndpointState> st, const std::string& what,
+                                         std::chrono::milliseconds timeout) {
     HelloRequest hello;
     hello.secret = opts.secret;
     hello.name = opts.name;
     CallOptions co;
-    co.timeout = opts.connect_timeout;
+    co.timeout = timeout.count() > 0 ? timeout : opts.connect_timeout;
     auto r = call_sync(st, kOpHello, wire::encode(hello), co);
     Status fail;
     HelloResponse resp;
@@ -1533,7 +1535,7 @@ void Worker::stop_listening() {
     (void)r;
 }
 
-Result<Endpoint> Worker::connect(const std::string& host, uint16_t port) {
+Result<Endpoint> Worker::connect(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
     std::string what = "connect to " + host + ":" + std::to_string(port);
     auto st = impl_->run_sync<std::shared_ptr<EndpointState>>([im = impl_.get(), host, port, what]()
                                                                    -> Result<std::shared_ptr<EndpointState>> {
@@ -1548,7 +1550,7 @@ Result<Endpoint> Worker::connect(const std::string& host, uint16_t port) {
         return im->create_ep(p, host + ":" + std::to_string(port), true, im->opts.detect_peer_failure);
     });
     if (!st.ok()) return st.status();
-    return impl_->handshake(*st, what);
+    return impl_->handshake(*st, what, timeout);
 }
 
 // Both connections by worker address. `watched` (may be null): the connection the new one

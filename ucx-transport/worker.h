@@ -201,7 +201,9 @@ public:
     bool in_callback() const;
 
     // Connects and completes the jobfs hello (version and secret check) before returning.
-    Result<Endpoint> connect(const std::string& host, uint16_t port);
+    // `timeout` (0: WorkerOptions::connect_timeout) bounds the whole connect, handshake included.
+    Result<Endpoint> connect(const std::string& host, uint16_t port,
+                             std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
     Result<Endpoint> connect_address(std::span<const uint8_t> worker_address, const std::string& peer);
     // Connects by worker address without UCX peer-failure detection, whatever the worker's
     // options say, so that UCX 1.13 may use shared memory to a peer on this host (see

@@ -576,6 +576,43 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     EXPECT_TRUE(back == data);
 }
 
+// A client that starts while a daemon hangs (SIGSTOP: a node that failed with its link gone
+// silent), which the others have taken offline, does not wait the connect timeout (10 s) for
+// it: the daemons that answered have it offline, and it is left unconnected (client/cluster.h,
+// kFirstConnectTry). The client then writes and reads on the chains without it. (Waiting for
+// the whole connect timeout cannot pass the bound.)
+TEST(ReplicationFailover, AClientStartingWhileADaemonHangsDoesNotWaitForIt) {
+    test::TempDir dir("jobfs-repl-start-hung");
+    auto sc = start_small(dir.path(), {"--chunk-size", "1M", "--replicas", "2", "--failure-timeout-ms", "800",
+                                       "--heartbeat-ms", "100"});
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    const pid_t hung = sc->cluster->pid(2);
+    ResumeAtEnd resume{hung};
+    ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+    bool offline = false;
+    for (int i = 0; i < 100 && !offline; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        auto t = sc->client->chain_table();
+        offline = t.ok() && t->states.size() == 3 && t->states[2] == proto::kDaemonOffline;
+    }
+    ASSERT_TRUE(offline) << "daemon 2 was never taken offline";
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = Client::connect(sc->cluster->info());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_LT(took, std::chrono::seconds(6)) << "the client waited for the hung daemon";
+    const auto data = pattern(6 << 20, 5);
+    auto f = (*c)->open("/started-later", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_TRUE((*c)->pwrite(**f, 0, data).ok());
+    std::vector<uint8_t> back(data.size());
+    auto n = (*c)->pread(**f, 0, back);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_TRUE(back == data);
+    EXPECT_TRUE((*c)->close(**f).ok());
+}
+
 // R=2 metadata: the primary of the root's shard hangs (SIGSTOP) while a client's create waits
 // for it. The others take it offline and its replica serves the shard within a second. The
 // create does not wait out its call deadline (25 s here): once it has waited 2 s, the client
