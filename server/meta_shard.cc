@@ -2150,6 +2150,9 @@ Result<std::vector<Result<RenameResult>>> MetaShard::rename_in_dir(const Cred& c
                 // SQLite ends the whole transaction by itself on some errors (SQLITE_FULL, I/O):
                 // the entries before this one are undone too, so the batch fails as a whole.
                 if (sqlite3_get_autocommit(impl_->db)) return impl_->with_op(r.status());
+                // The directory is delegated (all of the batch is in it): the batch changes
+                // nothing and fails as a whole, for the caller to recall it and run it again.
+                if (r.status().code() == Code::recall) return impl_->with_op(r.status());
                 JOBFS_RETURN_IF_ERROR(impl_->exec("ROLLBACK TO rename_entry; RELEASE rename_entry"));
                 r = impl_->with_op(r.status());
             }

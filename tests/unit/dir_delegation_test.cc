@@ -110,6 +110,24 @@ TEST_F(DirDelegationTest, AnotherClientsCreateMeetsTheHoldersFiles) {
     EXPECT_TRUE(names(*b, "/d").empty());
 }
 
+// Another client's batch of renames in a directory delegated to the holder (RenameInDir, as a
+// stage-in renames its temporary files into place): the daemon recalls the directory and runs
+// the batch once it is back, every rename done. (Each entry came back "directory is delegated
+// to a client" before: a stage-in of 3 nodes into one directory failed so.)
+TEST_F(DirDelegationTest, AnotherClientsRenamesInTheDirectoryWaitForTheRecall) {
+    start();
+    ASSERT_TRUE(a->mkdir("/d").ok());
+    create_delegated(*a, "/d", 20);
+    auto r = b->rename_in_dir("/d", {{"f1", "g1"}, {"f2", "g2"}, {"f3", "g3"}});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->size(), 3u);
+    for (size_t i = 0; i < r->size(); ++i) EXPECT_TRUE((*r)[i].ok()) << i << ": " << (*r)[i].to_string();
+    EXPECT_GE(a->delegation_stats().recalled, 1u);
+    const auto now = names(*b, "/d");
+    for (const char* n : {"g1", "g2", "g3", "f4"}) EXPECT_TRUE(now.count(n)) << n;
+    for (const char* n : {"f1", "f2", "f3"}) EXPECT_FALSE(now.count(n)) << n;
+}
+
 // Removing the directory waits for the holder's files: not empty.
 TEST_F(DirDelegationTest, ADirectoryWithQueuedFilesIsNotEmpty) {
     start();
