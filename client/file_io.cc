@@ -492,24 +492,19 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             sl.local_failed = rank; // until it succeeds
         }
         std::vector<Result<LocalReads::Opened>> opened;
-        opened.reserve(pieces.size());
-        for (size_t i = 0; i < pieces.size(); ++i) opened.emplace_back(Status(Code::not_found, "no local copy"));
-        if (!ranges.empty()) {
-            std::vector<Result<LocalReads::Opened>> got = local_->open(ranges);
-            for (size_t k = 0; k < ranged.size(); ++k) opened[ranged[k]] = std::move(got[k]);
-        }
-        for (size_t i = 0; i < pieces.size(); ++i) {
-            Slot& sl = slots[i];
-            if (!opened[i].ok()) {
+        if (!ranges.empty()) opened = local_->open(ranges);
+        for (size_t k = 0; k < ranged.size(); ++k) {
+            Slot& sl = slots[ranged[k]];
+            if (!opened[k].ok()) {
                 // Dirty or stale (EAGAIN) is CRAQ's business, over the transport; anything else is worth a line.
-                if (sl.local_failed >= 0 && opened[i].status().code() != Code::again)
-                    JOBFS_INFO("%s; reading it over the transport", opened[i].status().message().c_str());
+                if (opened[k].status().code() != Code::again)
+                    JOBFS_INFO("%s; reading it over the transport", opened[k].status().message().c_str());
                 continue;
             }
-            const uint64_t held = opened[i]->length();
-            cold = cold || opened[i]->cold();
-            const Status ls = held ? local_->read(*opened[i], out.subspan(pieces[i].offset_in_buffer, held)) : Status::OK();
-            opened[i] = Status(Code::cancelled, "read"); // closed now, not at the end
+            const LocalReads::Opened o = std::move(*opened[k]); // its file closes after this piece, not at the end
+            const uint64_t held = o.length();
+            cold = cold || o.cold();
+            const Status ls = held ? local_->read(o, out.subspan(pieces[ranged[k]].offset_in_buffer, held)) : Status::OK();
             if (!ls.ok()) {
                 JOBFS_INFO("%s; reading it over the transport", ls.message().c_str());
                 continue;

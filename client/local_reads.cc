@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <cerrno>
 
 #include "block_crc.h"
@@ -228,10 +229,8 @@ transport::LocalRequest describe_request(const LocalReads::Range& range) {
 Result<LocalReads::Opened> LocalReads::open(const Range& range) { return std::move(open(std::span(&range, 1))[0]); }
 
 std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> ranges) {
-    std::vector<Result<transport::LocalReply>> replies;
-    replies.reserve(ranges.size());
-    for (const Range& r : ranges)
-        replies.emplace_back(Status(Code::invalid, r.rank < daemons_.size() ? "chain too long" : "no such daemon"));
+    // Each range's answer, or why it got none (empty after the questions: asked, answer to come).
+    std::vector<std::optional<Result<transport::LocalReply>>> replies(ranges.size());
     {
         // Every daemon asked is ours from the first question to the last answer. Locked in rank
         // order, so that two readers never wait for each other.
@@ -243,10 +242,12 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
         std::vector<std::unique_lock<std::mutex>> held;
         held.reserve(ranks.size());
         for (uint32_t r : ranks) held.emplace_back(daemons_[r]->mu);
-        std::vector<bool> sent(ranges.size());
         for (size_t i = 0; i < ranges.size(); ++i) {
             const Range& r = ranges[i];
-            if (r.rank >= daemons_.size() || r.chain.size() > transport::kLocalMaxChain) continue;
+            if (r.rank >= daemons_.size() || r.chain.size() > transport::kLocalMaxChain) {
+                replies[i] = Status(Code::invalid, r.rank < daemons_.size() ? "chain too long" : "no such daemon");
+                continue;
+            }
             Daemon& d = *daemons_[r.rank];
             if (d.sock < 0) {
                 replies[i] = Status(Code::peer_gone, "no local-read connection to the daemon");
@@ -256,24 +257,22 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
             if (!s.ok()) {
                 drop(d.sock, d.next_try, d.token, s);
                 replies[i] = s;
-                continue;
             }
-            sent[i] = true;
         }
         for (size_t i = 0; i < ranges.size(); ++i) {
-            if (!sent[i]) continue;
+            if (replies[i]) continue; // not asked
             Daemon& d = *daemons_[ranges[i].rank];
             if (d.sock < 0) { // a failure of another range's question or answer closed it
                 replies[i] = Status(Code::peer_gone, "the local-read connection to the daemon broke");
                 continue;
             }
             replies[i] = transport::local_read_receive_reply(d.sock);
-            if (!replies[i].ok()) drop(d.sock, d.next_try, d.token, replies[i].status());
+            if (!replies[i]->ok()) drop(d.sock, d.next_try, d.token, replies[i]->status());
         }
     }
     std::vector<Result<Opened>> out;
     out.reserve(ranges.size());
-    for (size_t i = 0; i < ranges.size(); ++i) out.push_back(opened(ranges[i], std::move(replies[i])));
+    for (size_t i = 0; i < ranges.size(); ++i) out.push_back(opened(ranges[i], std::move(*replies[i])));
     return out;
 }
 
