@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <latch>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -82,6 +83,24 @@ Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const Clus
     return worker.connect(d.substr(0, colon), static_cast<uint16_t>(std::stoul(d.substr(colon + 1))), timeout);
 }
 
+proto::ChainTable newest_chain_table(std::span<const transport::Endpoint> eps, std::chrono::milliseconds timeout) {
+    std::vector<proto::ChainTable> got(eps.size());
+    std::latch answered(static_cast<std::ptrdiff_t>(eps.size()));
+    transport::CallOptions o;
+    o.timeout = timeout;
+    for (size_t r = 0; r < eps.size(); ++r)
+        transport::rpc::call_async<proto::ChainTableGet>(eps[r], proto::Empty{}, o,
+                                                          [&got, &answered, r](Result<proto::ChainTable> t, size_t) {
+                                                              if (t.ok()) got[r] = std::move(*t);
+                                                              answered.count_down();
+                                                          });
+    answered.wait();
+    proto::ChainTable newest;
+    for (auto& t : got)
+        if (t.states.size() == eps.size() && proto::newer_table(t, newest)) newest = std::move(t);
+    return newest;
+}
+
 Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& worker, const ClusterInfo& info) {
     if (info.daemons.empty()) return Status(Code::invalid, "the cluster descriptor names no daemon");
     // Connected side by side: each connection is a few round trips (tcp, UCX's wire-up, the
@@ -114,14 +133,10 @@ Result<std::vector<transport::Endpoint>> connect_daemons(transport::Worker& work
     for (uint32_t r = 0; r < n; ++r)
         if (!made[r]->ok() && made[r]->status().code() == Code::timeout) silent.push_back(r);
     if (!silent.empty() && full > first) {
-        proto::ChainTable t;
-        transport::CallOptions o;
-        o.timeout = kFirstConnectTry;
-        for (uint32_t r = 0; r < n; ++r) {
-            if (!made[r]->ok()) continue;
-            auto got = transport::rpc::call<proto::ChainTableGet>(**made[r], proto::Empty{}, o);
-            if (got.ok() && got->states.size() == n && proto::newer_table(*got, t)) t = std::move(*got);
-        }
+        std::vector<transport::Endpoint> answered(n); // the silent ones' unconnected: no say
+        for (uint32_t r = 0; r < n; ++r)
+            if (made[r]->ok()) answered[r] = **made[r];
+        const proto::ChainTable t = newest_chain_table(answered, kFirstConnectTry);
         std::vector<uint32_t> again;
         for (uint32_t r : silent) {
             if (t.states.size() == n && t.states[r] == proto::kDaemonOffline) {

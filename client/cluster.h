@@ -10,10 +10,11 @@
 #pragma once
 
 #include <chrono>
-
+#include <span>
 #include <string>
 #include <vector>
 
+#include "daemon_protocol.h"
 #include "result.h"
 #include "worker.h"
 
@@ -35,6 +36,10 @@ Status write_cluster(const std::string& path, const ClusterInfo& info);
 // Connects `worker` to daemon `rank` of the descriptor (`timeout` 0: the worker's connect_timeout).
 Result<transport::Endpoint> connect_daemon(transport::Worker& worker, const ClusterInfo& info, uint32_t rank,
                                            std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+// The newest chain table (docs/replication.md) of the daemons `eps` (endpoint r is daemon r),
+// all asked at once, each answer awaited at most `timeout`; a daemon that does not answer, or
+// answers a table of another size, has no say. Version 0: no daemon had one.
+proto::ChainTable newest_chain_table(std::span<const transport::Endpoint> eps, std::chrono::milliseconds timeout);
 // Connects `worker` to every daemon of the descriptor, in rank order (endpoint r is daemon r).
 // A daemon that is down gets an unconnected endpoint (its calls fail at once); so does one that
 // did not answer within kFirstConnectTry while the chain table of those that did has it offline

@@ -1,6 +1,8 @@
 // file_io.cc: chunk RPCs fanned out over the daemons. See file_io.h for the guarantees.
 #include "client/file_io.h"
 
+#include "client/cluster.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -206,25 +208,12 @@ proto::ChainTable FileIO::current_table() const {
 }
 
 Status FileIO::refresh_table() const {
-    std::vector<proto::ChainTable> got(daemons_.size());
-    {
-        FanOut fan(kMaxInFlight);
-        for (size_t r = 0; r < daemons_.size(); ++r) {
-            CallOptions o;
-            o.timeout = std::min(timeout_, std::chrono::milliseconds(2000));
-            if (!fan.acquire()) break;
-            rpc::call_async<proto::ChainTableGet>(endpoint(r), proto::Empty{}, o,
-                                                  [finish = fan.completion(), slot = &got[r]](Result<proto::ChainTable> t, size_t) {
-                                                      if (t.ok()) *slot = std::move(*t);
-                                                      finish(Status::OK()); // a dead daemon has no say
-                                                  });
-        }
-        JOBFS_RETURN_IF_ERROR(fan.wait());
-    }
+    std::vector<Endpoint> eps(daemons_.size());
+    for (size_t r = 0; r < eps.size(); ++r) eps[r] = endpoint(static_cast<uint32_t>(r));
+    proto::ChainTable t = newest_chain_table(eps, std::min(timeout_, std::chrono::milliseconds(2000)));
     std::lock_guard l(table_mu_);
     table_fetched_ = true;
-    for (auto& t : got)
-        if (t.states.size() == daemons_.size() && proto::newer_table(t, table_)) table_ = std::move(t);
+    if (t.states.size() == daemons_.size() && proto::newer_table(t, table_)) table_ = std::move(t);
     return Status::OK();
 }
 
