@@ -611,7 +611,7 @@ int lock_wait(fuse_req_t req, const char* op, const proto::FileLockRequest& r, b
             if (worth_logging(a.status())) log_error(op, r.ino, a.status());
             return a.status().to_errno();
         }
-        if (a->granted && r.type != proto::kLockUnlock && !r.test)
+        if (a->granted && r.type != proto::kLockUnlock)
             fuse_lowlevel_notify_inval_inode(fs_of(req).session, r.ino, -1, 0);
         if (a->granted) return 0;
         if (!wait) return EAGAIN;
@@ -670,8 +670,9 @@ void jf_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
 // What a close gives back: the closing process's fcntl locks of the file (every close, as
 // POSIX has it), the open file's flock lock (its last close: release).
 void give_back(fuse_req_t req, fuse_ino_t ino, uint64_t owner, bool flock) {
+    // (An unlock is never refused: it only fails with the daemons.)
     int e = lock_wait(req, flock ? "flock release" : "unlock at close", lock_request(ino, owner, flock, F_UNLCK), false);
-    if (e != 0 && e != EAGAIN) std::fprintf(stderr, "jobfs-fuse: locks of inode %llu not given back at close: %s\n",
+    if (e != 0) std::fprintf(stderr, "jobfs-fuse: locks of inode %llu not given back at close: %s\n",
                                             static_cast<unsigned long long>(ino), std::strerror(e));
 }
 

@@ -56,9 +56,10 @@ void posix_apply(std::vector<FileLock>& locks, const FileLock& want) {
 FileLocks::FileLocks(AliveFn alive) : alive_(std::move(alive)) {}
 
 std::optional<FileLock> FileLocks::first_conflict(uint64_t ino, const FileLock& want) {
+    if (want.type == LockType::unlock) return std::nullopt; // giving back is never refused
     for (;;) {
         auto it = files_.find(ino);
-        if (it == files_.end() || want.type == LockType::unlock) return std::nullopt;
+        if (it == files_.end()) return std::nullopt;
         const auto held = std::find_if(it->second.begin(), it->second.end(), [&](const FileLock& l) { return in_way(l, want); });
         if (held == it->second.end()) return std::nullopt;
         if (!alive_ || alive_(held->client)) return *held;

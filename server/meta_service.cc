@@ -535,13 +535,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         std::vector<uint64_t> gone;
         {
             std::lock_guard lock(im->lock_conns_mu);
-            for (auto it = im->lock_conns.begin(); it != im->lock_conns.end();)
-                if (it->second == call.connection()) {
-                    gone.push_back(it->first);
-                    it = im->lock_conns.erase(it);
-                } else {
-                    ++it;
-                }
+            std::erase_if(im->lock_conns, [&](const auto& kv) {
+                if (!(kv.second == call.connection())) return false;
+                gone.push_back(kv.first);
+                return true;
+            });
         }
         for (uint64_t client : gone) im->locks->release_client(client);
         rpc::reply<proto::LeaseRelease>(call, proto::Empty{});
