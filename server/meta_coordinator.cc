@@ -435,13 +435,14 @@ Result<Attr> MetaCoordinator::drive_link(const Intent& in) {
 }
 
 // ---- rename --------------------------------------------------------------------------------
-std::vector<Result<RenameResult>> MetaCoordinator::rename_in_dir(const Cred& cred, uint64_t parent,
-                                                                MetaShard::RenamePairs names, uint32_t flags) {
+Result<std::vector<Result<RenameResult>>> MetaCoordinator::rename_in_dir(const Cred& cred, uint64_t parent,
+                                                                        MetaShard::RenamePairs names, uint32_t flags) {
     std::vector<Result<RenameResult>> out;
     out.reserve(names.size());
     while (out.size() < names.size()) {
         const auto rest = names.subspan(out.size());
         auto batch = shard_.rename_in_dir(cred, parent, rest, flags);
+        if (!batch.ok() && out.empty()) return batch.status(); // nothing changed
         if (!batch.ok()) { // nothing of this batch changed: each of its entries fails with it
             while (out.size() < names.size()) out.push_back(batch.status());
             break;

@@ -55,8 +55,10 @@ public:
                                 uint64_t new_parent, const std::string& new_name, uint32_t flags);
     // Renames inside one directory, an outcome each, in order: as many as the shard can do
     // alone go in one transaction (MetaShard::rename_in_dir), the others as rename() above.
-    std::vector<Result<RenameResult>> rename_in_dir(const Cred& cred, uint64_t parent, MetaShard::RenamePairs names,
-                                                    uint32_t flags);
+    // When the first transaction fails as a whole, nothing changed and that is the answer (a
+    // directory delegated to a client: Code::recall, which the caller recalls and runs again).
+    Result<std::vector<Result<RenameResult>>> rename_in_dir(const Cred& cred, uint64_t parent,
+                                                            MetaShard::RenamePairs names, uint32_t flags);
 
     // Re-drives every intent of the log to its end. Safe to call at any time; a call while
     // another runs returns at once.

@@ -718,13 +718,11 @@ void MetaService::Impl::register_handlers(transport::Worker& w) {
         std::vector<std::pair<std::string, std::string>> names;
         names.reserve(r.entries.size());
         for (const auto& e : r.entries) names.emplace_back(e.old_name, e.new_name);
+        // Nothing renamed (a delegated directory: run_on_pool recalls it and runs this again).
         auto results = co.rename_in_dir(from_wire(r.cred), r.parent, names, r.flags);
-        // The directory is delegated to a client: nothing was renamed (the first batch failed
-        // as a whole), and run_on_pool recalls it and runs the request again.
-        if (!results.empty() && !results[0].ok() && results[0].status().code() == Code::recall)
-            return results[0].status();
+        if (!results.ok()) return results.status();
         proto::RenameInDirResponse out;
-        for (auto& res : results) {
+        for (auto& res : *results) {
             proto::RenameOutcome o;
             if (!res.ok()) {
                 o.code = static_cast<int32_t>(res.status().code());
