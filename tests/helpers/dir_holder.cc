@@ -4,7 +4,8 @@
 //   dir_holder CLUSTER_FILE DIR N
 //
 // Creates DIR/h0 … DIR/h<N-1> (each closed, but the last one, kept open) and prints
-// "made N delegated K" (K: the creates it answered itself). The test stops it (SIGSTOP) to play
+// "made N delegated K sent B" (K: the creates it answered itself; B: the DirOps it sent, which
+// it does when half its lease has passed, however long the flush delay). The test stops it (SIGSTOP) to play
 // a holder that cannot answer a recall, and continues it. At SIGUSR1 it prints
 // "sync CODE" (Client::sync_namespace) and "fsync CODE" (of the open file), CODE being "ok" or
 // the error's name.
@@ -48,7 +49,9 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
-    std::printf("made %d delegated %llu\n", n, static_cast<unsigned long long>(cl.delegation_stats().ops));
+    const auto st = cl.delegation_stats();
+    std::printf("made %d delegated %llu sent %llu\n", n, static_cast<unsigned long long>(st.ops),
+                static_cast<unsigned long long>(st.batches));
     std::fflush(stdout);
     if (!test::wait_usr1()) return 1;
     std::printf("sync %s\n", said(cl.sync_namespace()).c_str());
