@@ -77,7 +77,7 @@ protected:
             if (!first) return nullptr;
             EXPECT_EQ(*first, "mode 0644 size 1");
             auto leased = h->read_line(10s);
-            h->signal(SIGSTOP);
+            EXPECT_TRUE(test::stop_process(h->pid())) << "lease_holder did not stop";
             // Its own cache says it holds the file's lease: the daemons' count of grants alone
             // also counts a grant of anything else it looked up.
             if (leased && *leased == "leased yes" &&

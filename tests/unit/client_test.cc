@@ -677,7 +677,7 @@ TEST_F(ClientTest, InodeClientWriteBehindIsSeenByEveryHandleAndCutByATruncate) {
     // The daemons stop for a while, so the writes are still queued when the next call comes.
     std::vector<std::jthread> resumers; // joined on every way out
     auto stall_daemons = [&] {
-        for (uint32_t d = 0; d < 3; ++d) ::kill(cluster->pid(d), SIGSTOP);
+        for (uint32_t d = 0; d < 3; ++d) EXPECT_TRUE(test::stop_process(cluster->pid(d)));
         resumers.emplace_back([&] {
             std::this_thread::sleep_for(std::chrono::milliseconds(300));
             for (uint32_t d = 0; d < 3; ++d) ::kill(cluster->pid(d), SIGCONT);

@@ -538,7 +538,7 @@ TEST(ReplicationFailover, HungDaemonIsLeftOutWithoutWaitingForCallDeadlines) {
     const auto bound = std::chrono::seconds(10); // well below the call deadline (30 s)
     for (size_t i = 0; i < pieces; ++i) {
         if (i == pieces / 3) {
-            ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+            ASSERT_TRUE(test::stop_process(hung));
         }
         const auto t0 = std::chrono::steady_clock::now();
         Status s = cl.pwrite(**f, i * piece, std::span<const uint8_t>(data.data() + i * piece, piece));
@@ -588,7 +588,7 @@ TEST(ReplicationFailover, AClientStartingWhileADaemonHangsDoesNotWaitForIt) {
     ASSERT_TRUE(sc.ok()) << sc.status().to_string();
     const pid_t hung = sc->cluster->pid(2);
     ResumeAtEnd resume{hung};
-    ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+    ASSERT_TRUE(test::stop_process(hung));
     bool offline = false;
     for (int i = 0; i < 100 && !offline; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -632,7 +632,7 @@ TEST(ReplicationMetadata, ACallToAHungPrimaryIsAskedOfTheNewOneWithoutWaitingIts
     ASSERT_TRUE((*c)->close(**before).ok());
     const pid_t hung = sc->cluster->pid(0); // the root's shard
     ResumeAtEnd resume{hung};
-    ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+    ASSERT_TRUE(test::stop_process(hung));
     const auto t0 = std::chrono::steady_clock::now();
     auto during = (*c)->open("/during", O_CREAT | O_WRONLY, 0644);
     const auto waited = std::chrono::steady_clock::now() - t0;

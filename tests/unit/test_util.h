@@ -2,13 +2,17 @@
 #pragma once
 
 #include <limits.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace jobfs::test {
@@ -41,6 +45,33 @@ inline std::string build_tree_program(const std::string& relative) {
     dir = dir.substr(0, dir.rfind('/'));
     if (dir.size() >= 6 && dir.compare(dir.size() - 6, 6, "/.libs") == 0) dir = dir.substr(0, dir.size() - 6);
     return dir + "/../../" + relative;
+}
+
+// Stops process pid (SIGSTOP) and returns once every thread of it is stopped (false if that
+// did not happen within the timeout). kill() returning is not enough: the stop reaches the
+// other threads only once the thread the signal went to runs and takes it, which on a loaded
+// machine took milliseconds, while another thread of the process (its transport's) still
+// answered requests (attr_lease_test saw a "stopped" lease holder answer its recall).
+inline bool stop_process(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    if (::kill(pid, SIGSTOP) != 0) return false;
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    for (;;) {
+        bool all = true;
+        std::error_code ec;
+        for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+            std::ifstream in(t.path() / "stat");
+            std::string line;
+            std::getline(in, line);
+            const size_t paren = line.rfind(')'); // the command name may hold spaces and parentheses
+            const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+            if (state != 'T' && state != 't' && state != 'Z' && state != 'X' && !line.empty()) all = false;
+        }
+        if (ec) return false;
+        if (all) return true;
+        if (std::chrono::steady_clock::now() > give_up) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
 }
 
 // A fresh directory under /tmp, removed with everything in it when the object goes.
