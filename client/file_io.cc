@@ -1,8 +1,6 @@
 // file_io.cc: chunk RPCs fanned out over the daemons. See file_io.h for the guarantees.
 #include "client/file_io.h"
 
-#include "client/cluster.h"
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -17,6 +15,7 @@
 #include <utility>
 
 #include "block_crc.h"
+#include "client/cluster.h"
 #include "log.h"
 #include "daemon_protocol.h"
 #include "rpc.h"

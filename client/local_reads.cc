@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
 #include <cerrno>
+#include <optional>
 
 #include "block_crc.h"
 #include "local_read_socket.h"

@@ -442,8 +442,9 @@ Result<std::vector<Result<RenameResult>>> MetaCoordinator::rename_in_dir(const C
     while (out.size() < names.size()) {
         const auto rest = names.subspan(out.size());
         auto batch = shard_.rename_in_dir(cred, parent, rest, flags);
-        if (!batch.ok() && out.empty()) return batch.status(); // nothing changed
-        if (!batch.ok()) { // nothing of this batch changed: each of its entries fails with it
+        if (!batch.ok()) { // nothing of this batch changed
+            if (out.empty()) return batch.status(); // nor of the request: that is its answer
+            // Each entry of this batch and after fails with it.
             while (out.size() < names.size()) out.push_back(batch.status());
             break;
         }

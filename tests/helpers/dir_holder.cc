@@ -4,9 +4,9 @@
 //   dir_holder CLUSTER_FILE DIR N
 //
 // Creates DIR/h0 … DIR/h<N-1> (each closed, but the last one, kept open) and prints
-// "made N delegated K sent B" (K: the creates it answered itself; B: the DirOps it sent, which
-// it does when half its lease has passed, however long the flush delay). The test stops it (SIGSTOP) to play
-// a holder that cannot answer a recall, and continues it. At SIGUSR1 it prints
+// "made N delegated K sent B" (K: the creates it answered itself; B: the DirOps it sent, as
+// it does once half its lease has passed, whatever the flush delay). The test stops it
+// (SIGSTOP) to play a holder that cannot answer a recall, and continues it. At SIGUSR1 it prints
 // "sync CODE" (Client::sync_namespace) and "fsync CODE" (of the open file), CODE being "ok" or
 // the error's name.
 #include <fcntl.h>
