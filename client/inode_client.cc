@@ -134,6 +134,7 @@ Result<proto::Attr> InodeClient::merged(uint64_t since, Result<proto::Attr> a) {
 std::unique_ptr<Handle> InodeClient::add_handle(const proto::Attr& a, int flags) {
     auto h = std::make_unique<Handle>();
     h->flags = flags;
+    h->mode = a.mode;
     std::lock_guard lock(open_mu_);
     auto& n = open_[a.ino];
     if (!n) {
@@ -426,10 +427,10 @@ Result<size_t> InodeClient::read(Handle& h, uint64_t offset, std::span<uint8_t> 
     return io_->pread(n.ino, n.layout, n.visible_size(), offset, out);
 }
 
-Status InodeClient::write(Handle& h, uint64_t offset, std::span<const uint8_t> data) {
+Status InodeClient::write(Handle& h, uint64_t offset, std::span<const uint8_t> data, bool at_offset) {
     if (!writable(h.flags)) return Status(Code::bad_handle, "file not open for writing");
     OpenInode& n = *h.node;
-    if (h.flags & O_APPEND) return append(n, data);
+    if ((h.flags & O_APPEND) && !at_offset) return append(n, data);
     if (n.pending) {
         JOBFS_RETURN_IF_ERROR(n.pending->write(offset, data));
     } else {

@@ -108,7 +108,11 @@ struct OpenInode {
 
 struct Handle {
     std::shared_ptr<OpenInode> node;
-    int flags = 0; // open(2) flags
+    int flags = 0;     // open(2) flags
+    uint32_t mode = 0; // the file's mode when it was opened
+    // jobfs-fuse: a direct write through this handle dropped setuid and setgid (or found
+    // them gone already), which needs doing once per handle (jobfs_fuse.cc, drop_setid).
+    std::atomic<bool> setid_checked{false};
 };
 
 // Capacity of the file system: the daemons' disks summed, and the inodes in use.
@@ -174,8 +178,9 @@ public:
     // past the size this process knows asks the daemon first: others may have settled more.
     Result<size_t> read(Handle& h, uint64_t offset, std::span<uint8_t> out);
     // A handle opened with O_APPEND writes at the file's end as the daemons know it (every
-    // node's appends included), whatever offset says: see append.
-    Status write(Handle& h, uint64_t offset, std::span<const uint8_t> data);
+    // node's appends included), whatever offset says (see append), unless `at_offset`: the
+    // kernel writing back the pages of a shared mapping through whichever handle it picks.
+    Status write(Handle& h, uint64_t offset, std::span<const uint8_t> data, bool at_offset = false);
     Status flush(Handle& h); // settles the size (close(2) of one descriptor)
     Status fsync(Handle& h); // data durable on the daemons, size settled
     // The last handle of an inode settles its size, or removes the data of an unlinked file.

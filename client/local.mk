@@ -109,7 +109,7 @@ TESTS += tests/c_api_test.sh
 # jobfs-fuse, the FUSE mount (libfuse3 low-level API), over the inode-addressed InodeClient.
 if JOBFS_FUSE
 sbin_PROGRAMS += client/jobfs-fuse
-client_jobfs_fuse_SOURCES = client/jobfs_fuse.cc
+client_jobfs_fuse_SOURCES = client/jobfs_fuse.cc client/fuse_session_io.cc client/fuse_session_io.h
 client_jobfs_fuse_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(FUSE3_CFLAGS)
 client_jobfs_fuse_LDADD = client/libjobfs_client.la $(FUSE3_LIBS)
 # mount(8) helpers: mount -t jobfs / -t fuse.jobfs and fstab lines (man jobfs-fuse.8).

@@ -1,8 +1,9 @@
 #!/bin/sh
 # posix_test.sh: tests/posix/posix_check (exact errno of POSIX calls) against a jobfs-fuse
 # mount of three local daemons, and against a local directory as the control: a case that fails
-# on the local disk is a bug of the check, not of jobfs. Needs root and /dev/fuse (skipped
-# otherwise).
+# on the local disk is a bug of the check, not of jobfs. Then once more through a second mount
+# with -o no_direct_writes (writable descriptors through the page cache, where the default
+# bypasses it). Needs root and /dev/fuse (skipped otherwise).
 set -u
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 JOBFS=$(abs "${JOBFS:-./client/jobfs}")
@@ -18,11 +19,14 @@ rm -rf "$dir"
 tmp=$(mktemp -d /tmp/jobfs-posix-files-XXXXXX)
 chmod 755 "$tmp"
 mnt=$tmp/mnt
+cached=$tmp/mnt-cached
 local_dir=$(mktemp -d /var/tmp/jobfs-posix-control-XXXXXX)
 chmod 755 "$local_dir"
-mkdir "$mnt"
+mkdir "$mnt" "$cached"
 cleanup() {
-  grep -q " $mnt fuse.jobfs " /proc/mounts && { fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"; }
+  for m in "$mnt" "$cached"; do
+    grep -q " $m fuse.jobfs " /proc/mounts && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; }
+  done
   "$JOBFS" local down --dir "$dir" >/dev/null 2>&1
   rm -rf --one-file-system "$tmp" "$local_dir"
 }
@@ -41,6 +45,15 @@ if "$JOBFS" local up -n 3 --dir "$dir" > /dev/null && "$JOBFS_FUSE" --cluster "$
   rc=$?
   sed -n 's/^\(not \)\{0,1\}ok - /&jobfs: /p' "$tmp/jobfs.out"
   [ "$rc" -eq 0 ] || { fails=$((fails + 1)); grep -v '^\(not \)\{0,1\}ok - ' "$tmp/jobfs.out" | sed 's/^/# /'; }
+  if mkdir "$mnt/cached" && "$JOBFS_FUSE" --cluster "$dir/cluster" -o no_direct_writes "$cached"; then
+    timeout -k 5 300 "$CHECK" "$cached/cached" > "$tmp/cached.out" 2>&1
+    rc=$?
+    sed -n 's/^\(not \)\{0,1\}ok - /&jobfs (no_direct_writes): /p' "$tmp/cached.out"
+    [ "$rc" -eq 0 ] || { fails=$((fails + 1)); grep -v '^\(not \)\{0,1\}ok - ' "$tmp/cached.out" | sed 's/^/# /'; }
+  else
+    echo "not ok - jobfs (no_direct_writes): mount"
+    fails=$((fails + 1))
+  fi
 else
   echo "not ok - jobfs: local up and mount"
   fails=$((fails + 1))

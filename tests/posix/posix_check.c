@@ -22,6 +22,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -225,6 +226,68 @@ static int case_mmap_shared_write(void) {
     REQUIRE(pread(fd, buf, 6, 4096) == 6 && memcmp(buf, "mapped", 6) == 0, "read back: %s", buf);
     OK(close(fd));
     return 0;
+}
+
+/* A shared mapping and read(2)/write(2) through other descriptors see each other's bytes, also
+ * through descriptors opened for writing and O_APPEND (jobfs-fuse opens those in direct-io mode,
+ * which the kernel maps only when jobfs-fuse got FUSE_DIRECT_IO_ALLOW_MMAP). */
+static int case_mmap_and_write_coherent(void) {
+    int fd, other;
+    OK(fd = open("mc", O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0644));
+    OK(ftruncate(fd, 8192));
+    char* p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(p != MAP_FAILED, "mmap of an O_RDWR | O_APPEND descriptor: %s", strerror(errno));
+    OK(other = open("mc", O_RDWR));
+    memcpy(p, "by-map", 6);
+    char buf[8] = {0};
+    REQUIRE(pread(other, buf, 6, 0) == 6 && memcmp(buf, "by-map", 6) == 0, "read(2) after the mapping wrote: %.6s", buf);
+    REQUIRE(pwrite(other, "by-write", 8, 4096) == 8, "pwrite: %s", strerror(errno));
+    REQUIRE(memcmp(p + 4096, "by-write", 8) == 0, "the mapping after write(2): %.8s", p + 4096);
+    OK(munmap(p, 8192));
+    OK(close(other));
+    OK(close(fd));
+    return 0;
+}
+
+/* A process that keeps rereading a page while another rewrites it sees each write with the first
+ * read that starts after the write returned. (jobfs-fuse: the writer's pages bypass the page
+ * cache, and a reread that refilled the cache while a write was on its way must not keep its
+ * stale page.) */
+static int case_reread_sees_every_write(void) {
+    enum { kRounds = 400, kWrite = 1 << 20 }; /* large writes: long on their way */
+    static unsigned char block[kWrite];
+    int wfd = -1, rfd = -1, rc = 0;
+    char page[4096] = {0};
+    OK(wfd = open("reread", O_RDWR | O_CREAT | O_TRUNC, 0644));
+    OK(write_all(wfd, block, sizeof block));
+    pid_t pid = fork();
+    if (pid == 0) { /* keeps the page in the page cache, until killed */
+        int fd = open("reread", O_RDONLY);
+        for (;;)
+            if (fd < 0 || pread(fd, page, sizeof page, 0) < 0) _exit(1);
+    }
+    OK(pid);
+    rfd = open("reread", O_RDONLY);
+    if (rfd < 0) {
+        set_why("open: %s", strerror(errno));
+        rc = -1;
+    }
+    for (unsigned i = 1; rc == 0 && i <= kRounds; ++i) {
+        unsigned got = 0;
+        memcpy(block, &i, sizeof i);
+        if (pwrite(wfd, block, sizeof block, 0) != (ssize_t)sizeof block) {
+            set_why("pwrite in round %u: %s", i, strerror(errno));
+            rc = -1;
+        } else if (pread(rfd, &got, sizeof got, 0) != (ssize_t)sizeof got || got != i) {
+            set_why("round %u: a read after the write returned %u", i, got);
+            rc = -1;
+        }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (rfd >= 0) close(rfd);
+    close(wfd);
+    return rc;
 }
 
 static int case_locks(void) {
@@ -545,6 +608,7 @@ int main(int argc, char** argv) {
     run("unlink of an open file", case_unlink_open_file);
     run("fsync and fdatasync", case_fsync_fdatasync);
     run("shared mmap writes are read back", case_mmap_shared_write);
+    run("a shared mapping and writes through other descriptors, also O_APPEND, see each other", case_mmap_and_write_coherent);
     run("flock and fcntl locks between processes of this node", case_locks);
     run("mkdir, rmdir and their errors, ENAMETOOLONG, directory nlink", case_mkdir_rmdir_errors);
     run("rename: over files, directories, into itself, RENAME_NOREPLACE", case_rename);
@@ -557,6 +621,7 @@ int main(int argc, char** argv) {
     run("xattrs: set, get, list, remove, flags, ERANGE, ENODATA", case_xattrs);
     run("a sparse file of 256 MiB reads zeros in its hole", case_sparse_file);
     run("8 MiB written and still open are read at once by another process", case_write_read_by_another_process);
+    run("a process rereading a page sees every write of another once it returned", case_reread_sees_every_write);
     printf("%d failed\n", failures);
     return failures ? 1 : 0;
 }
