@@ -112,6 +112,12 @@ sbin_PROGRAMS += client/jobfs-fuse
 client_jobfs_fuse_SOURCES = client/jobfs_fuse.cc client/fuse_session_io.cc client/fuse_session_io.h
 client_jobfs_fuse_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(FUSE3_CFLAGS)
 client_jobfs_fuse_LDADD = client/libjobfs_client.la $(FUSE3_LIBS)
+# The session's reads and writes of /dev/fuse, fed the kernel's messages through a pipe.
+check_PROGRAMS += tests/unit/fuse_session_io_test
+tests_unit_fuse_session_io_test_SOURCES = tests/unit/fuse_session_io_test.cc client/fuse_session_io.cc client/fuse_session_io.h
+tests_unit_fuse_session_io_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_fuse_session_io_test_LDADD = $(GTEST_LIBS) -lgtest_main
+TESTS += tests/unit/fuse_session_io_test
 # mount(8) helpers: mount -t jobfs / -t fuse.jobfs and fstab lines (man jobfs-fuse.8).
 mounthelperdir = $(MOUNT_HELPER_DIR)
 mounthelper_SCRIPTS = client/mount.jobfs client/mount.fuse.jobfs
