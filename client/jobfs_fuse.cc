@@ -503,11 +503,12 @@ void jf_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 // that answered every write at once, from 1.5 to 4.0 GB/s. What it costs:
 //   * reads through such a handle skip the page cache and the kernel's readahead too (read-only
 //     handles, the usual readers, keep both);
-//   * a shared mmap of it needs FUSE_DIRECT_IO_ALLOW_MMAP (fuse_session_io.h): without it only
-//     write-only handles, which cannot be mapped, are direct;
+//   * a shared mmap of it needs FUSE_DIRECT_IO_ALLOW_MMAP (fuse_session_io.h);
 //   * the kernel drops the cached pages of the range before it sends a direct write (and
 //     writes back a mapping's dirty ones first), so readers through cached handles see it
-//     (posix_check: "a process rereading a page sees every write");
+//     (posix_check: "a process rereading a page sees every write"). Kernels before 6.6 did
+//     not (it came with FUSE_DIRECT_IO_ALLOW_MMAP's series): there, without that flag, writable
+//     handles stay cached;
 //   * setuid and setgid are ours to drop before a direct write (drop_setid).
 // O_APPEND writes are placed by the daemons, not at the kernel's offset (InodeClient::write):
 // such a handle bypasses the page cache whatever the mode, which would keep each write at the
@@ -517,8 +518,7 @@ void jf_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 unsigned direct_io(const Fs& fs, const Handle& h) {
     if (h.flags & O_APPEND) return 1;
     if (!fs.direct_writes || fs.writeback) return 0;
-    const int mode = h.flags & O_ACCMODE;
-    return mode == O_WRONLY || (mode == O_RDWR && fs.direct_mmap) ? 1 : 0;
+    return (h.flags & O_ACCMODE) != O_RDONLY && fs.direct_mmap ? 1 : 0;
 }
 
 // Opens for the kernel: the handle, and fresh attributes for close-to-open consistency.
