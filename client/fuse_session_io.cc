@@ -19,7 +19,6 @@ constexpr uint64_t kDirectIoAllowMmap = 1ULL << 36;
 
 std::atomic<bool> offered{false};
 std::atomic<uint64_t> init_unique{0}; // the INIT request's, until its reply went out
-std::atomic<bool> init_answered{false};
 thread_local bool write_kills_setid = false;
 
 template <typename T>
@@ -48,8 +47,7 @@ ssize_t session_io_read(int fd, void* buf, size_t len, void* /*userdata*/) {
     const size_t arg_len = static_cast<size_t>(n) - sizeof h;
     if (h.opcode == FUSE_WRITE && arg_len >= sizeof(fuse_write_in)) {
         write_kills_setid = (read_struct<fuse_write_in>(arg).write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
-    } else if (h.opcode == FUSE_INIT && !init_answered.load(std::memory_order_acquire) &&
-               arg_len >= offsetof(fuse_init_in, flags2) + sizeof(uint32_t)) {
+    } else if (h.opcode == FUSE_INIT && arg_len >= offsetof(fuse_init_in, flags2) + sizeof(uint32_t)) {
         note_init(h, arg, arg_len);
     }
     return n;
@@ -63,7 +61,6 @@ ssize_t session_io_writev(int fd, struct iovec* iov, int count, void* /*userdata
     const auto h = read_struct<fuse_out_header>(iov[0].iov_base);
     if (h.unique != unique) return ::writev(fd, iov, count);
     init_unique = 0;
-    init_answered = true;
     fuse_init_out out{};
     std::memcpy(&out, iov[1].iov_base, iov[1].iov_len);
     if (h.error != 0 || !offered || !(out.flags & FUSE_INIT_EXT)) return ::writev(fd, iov, count);

@@ -108,11 +108,10 @@ struct OpenInode {
 
 struct Handle {
     std::shared_ptr<OpenInode> node;
-    int flags = 0;     // open(2) flags
-    uint32_t mode = 0; // the file's mode when it was opened
-    // jobfs-fuse: a direct write through this handle dropped setuid and setgid (or found
-    // them gone already), which needs doing once per handle (jobfs_fuse.cc, drop_setid).
-    std::atomic<bool> setid_checked{false};
+    int flags = 0; // open(2) flags
+    // The file's mode when it was opened, or as a later call through the handle found it
+    // (jobfs-fuse: once a direct write dropped setuid and setgid; jobfs_fuse.cc, drop_setid).
+    std::atomic<uint32_t> mode{0};
 };
 
 // Capacity of the file system: the daemons' disks summed, and the inodes in use.

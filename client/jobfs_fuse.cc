@@ -199,7 +199,6 @@ struct Fs {
     bool writeback_cache = false;    // asked for; jf_init says whether the kernel grants it
     std::atomic<bool> writeback{false}; // granted: the kernel buffers writes and owns the size
     bool direct_writes = true;          // handles opened for writing bypass the page cache (see direct_io)
-    std::atomic<bool> direct_mmap{false}; // the kernel maps direct-io files (FUSE_DIRECT_IO_ALLOW_MMAP)
     std::atomic<bool> initialized{false}; // the kernel's INIT has been answered (jf_init ran)
     bool cluster_locks = true; // flock/fcntl locks are the daemons' (else the kernel's, this node only)
     std::mutex locked_mu;      // guards posix_locked
@@ -392,8 +391,6 @@ void jf_init(void* userdata, fuse_conn_info* conn) {
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
         fs.writeback = true;
     }
-    // The session's I/O grants it whenever the kernel offers it (client/fuse_session_io.h).
-    fs.direct_mmap = jobfs::fuse::session_direct_mmap_offered();
 }
 
 // With the writeback cache the kernel reads pages around partial writes, also through a
@@ -518,7 +515,8 @@ void jf_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 unsigned direct_io(const Fs& fs, const Handle& h) {
     if (h.flags & O_APPEND) return 1;
     if (!fs.direct_writes || fs.writeback) return 0;
-    return (h.flags & O_ACCMODE) != O_RDONLY && fs.direct_mmap ? 1 : 0;
+    // The session's I/O grants FUSE_DIRECT_IO_ALLOW_MMAP whenever the kernel offers it.
+    return (h.flags & O_ACCMODE) != O_RDONLY && jobfs::fuse::session_direct_mmap_offered() ? 1 : 0;
 }
 
 // Opens for the kernel: the handle, and fresh attributes for close-to-open consistency.
@@ -592,23 +590,28 @@ void jf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
 // What the kernel does before a write through its page cache (file_remove_privs) and leaves
 // to us before a direct one, which it flags (FUSE_WRITE_KILL_SUIDGID: the writer may not keep
 // them): drop setuid, and setgid with group execute, with a chmod in the writer's name (the
-// shard lets a writer do that much). Looked at once per handle, and only for a file that had
-// either bit when it was opened, so that the common write costs nothing here. (O_APPEND
-// writes: the shard drops them as it places the write.)
+// shard lets a writer do that much). Asked of the shard only while the handle's mode (from the
+// open, then from the last look here) still has a bit to drop, so that the common write costs
+// nothing here; a look that failed is made again by the next write. (O_APPEND writes: the
+// shard drops them as it places the write.)
+uint32_t setid_bits_a_write_drops(uint32_t mode) {
+    return (mode & S_ISUID) | ((mode & S_IXGRP) ? (mode & S_ISGID) : 0);
+}
+
 Status drop_setid(fuse_req_t req, fuse_ino_t ino, Handle& h) {
-    constexpr uint32_t kSetid = S_ISUID | S_ISGID;
-    if (!(h.mode & kSetid) || !jobfs::fuse::session_write_kills_setid() || h.setid_checked.exchange(true))
-        return Status::OK();
+    if (!setid_bits_a_write_drops(h.mode) || !jobfs::fuse::session_write_kills_setid()) return Status::OK();
     Fs& fs = fs_of(req);
     auto a = fs.client->getattr(ino);
     if (!a.ok()) return a.status();
-    const uint32_t mode = a->mode & 07777;
-    const uint32_t keep = mode & ~uint32_t(S_ISUID) & ((mode & S_IXGRP) ? ~uint32_t(S_ISGID) : ~0u);
-    if (keep == mode) return Status::OK();
-    proto::SetattrRequest set;
-    set.mode = keep;
-    auto r = fs.client->setattr(cred_of(req), ino, std::move(set));
-    return r.ok() ? Status::OK() : r.status();
+    const uint32_t keep = a->mode & ~setid_bits_a_write_drops(a->mode);
+    if (keep != a->mode) {
+        proto::SetattrRequest set;
+        set.mode = keep & 07777;
+        auto r = fs.client->setattr(cred_of(req), ino, std::move(set));
+        if (!r.ok()) return r.status();
+    }
+    h.mode = keep;
+    return Status::OK();
 }
 
 void jf_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off, fuse_file_info* fi) {
