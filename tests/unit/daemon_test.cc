@@ -296,15 +296,8 @@ TEST_F(DaemonTest, ClientWithWrongSecretIsRefused) {
 
 // utime + stime of a process, in seconds, read from /proc/PID/stat (fields 14 and 15).
 double cpu_seconds(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t paren = all.rfind(')'); // the command name may hold spaces
-    EXPECT_NE(paren, std::string::npos) << "no /proc/" << pid << "/stat";
-    if (paren == std::string::npos) return 0;
-    std::istringstream in(all.substr(paren + 2));
-    std::vector<std::string> fields; // from field 3 (state) on
-    for (std::string x; in >> x;) fields.push_back(x);
-    EXPECT_GT(fields.size(), 12u);
+    const auto fields = test::proc_stat_fields("/proc/" + std::to_string(pid) + "/stat");
+    EXPECT_GT(fields.size(), 12u) << "no /proc/" << pid << "/stat";
     if (fields.size() <= 12) return 0;
     return (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
@@ -344,13 +337,7 @@ TEST_F(DaemonTest, DaemonsUseNoCpuAtRestAndReportTheirRss) {
 std::vector<int> thread_nice_values(pid_t pid) {
     std::vector<int> out;
     for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-        std::ifstream f(t.path() / "stat");
-        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        const size_t paren = all.rfind(')');
-        if (paren == std::string::npos) continue; // the thread ended meanwhile
-        std::istringstream in(all.substr(paren + 2));
-        std::vector<std::string> fields; // from field 3 (state) on
-        for (std::string x; in >> x;) fields.push_back(x);
+        const auto fields = test::proc_stat_fields(t.path() / "stat"); // empty: the thread ended meanwhile
         if (fields.size() > 16) out.push_back(std::stoi(fields[16]));
     }
     return out;

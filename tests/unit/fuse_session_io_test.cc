@@ -87,45 +87,45 @@ fuse_init_in init_request(uint64_t flags) {
     return in;
 }
 
-TEST(FuseSessionIo, TheInitReplyGrantsDirectIoMmapWhenTheKernelOffersIt) {
+// Runs `exchange` in a child process, where no INIT has been read yet: it passes when the
+// child's exchange returns 0 (else which check failed) and no expectation failed (99).
+void in_a_fresh_process(int (*exchange)()) {
     EXPECT_EXIT(
         {
-            Pipe p;
-            kernel_sends(p, request(FUSE_INIT, 7, init_request(FUSE_ASYNC_READ | kAllowMmap)));
-            if (!session_direct_mmap_offered()) std::_Exit(2);
-            const fuse_init_out got = reply_init(p, 7, FUSE_ASYNC_READ | FUSE_INIT_EXT);
-            if (got.flags2 != (kAllowMmap >> 32)) std::_Exit(3);
-            // Later replies go out as they are.
-            const fuse_init_out again = reply_init(p, 7, FUSE_ASYNC_READ | FUSE_INIT_EXT);
-            std::_Exit(again.flags2 == 0 && !::testing::Test::HasFailure() ? 0 : 4);
+            const int failed = exchange();
+            std::_Exit(failed ? failed : ::testing::Test::HasFailure() ? 99 : 0);
         },
         ::testing::ExitedWithCode(0), "");
+}
+
+TEST(FuseSessionIo, TheInitReplyGrantsDirectIoMmapWhenTheKernelOffersIt) {
+    in_a_fresh_process([] {
+        Pipe p;
+        kernel_sends(p, request(FUSE_INIT, 7, init_request(FUSE_ASYNC_READ | kAllowMmap)));
+        if (!session_direct_mmap_offered()) return 2;
+        if (reply_init(p, 7, FUSE_ASYNC_READ | FUSE_INIT_EXT).flags2 != (kAllowMmap >> 32)) return 3;
+        // Later replies go out as they are.
+        return reply_init(p, 7, FUSE_ASYNC_READ | FUSE_INIT_EXT).flags2 == 0 ? 0 : 4;
+    });
 }
 
 TEST(FuseSessionIo, AKernelThatDoesNotOfferItGetsTheReplyUnchanged) {
-    EXPECT_EXIT(
-        {
-            Pipe p;
-            kernel_sends(p, request(FUSE_INIT, 9, init_request(FUSE_ASYNC_READ)));
-            if (session_direct_mmap_offered()) std::_Exit(2);
-            const fuse_init_out got = reply_init(p, 9, FUSE_ASYNC_READ | FUSE_INIT_EXT);
-            std::_Exit(got.flags2 == 0 && !::testing::Test::HasFailure() ? 0 : 3);
-        },
-        ::testing::ExitedWithCode(0), "");
+    in_a_fresh_process([] {
+        Pipe p;
+        kernel_sends(p, request(FUSE_INIT, 9, init_request(FUSE_ASYNC_READ)));
+        if (session_direct_mmap_offered()) return 2;
+        return reply_init(p, 9, FUSE_ASYNC_READ | FUSE_INIT_EXT).flags2 == 0 ? 0 : 3;
+    });
 }
 
 TEST(FuseSessionIo, AnotherRequestsReplyIsNotTouchedBeforeTheInitReply) {
-    EXPECT_EXIT(
-        {
-            Pipe p;
-            kernel_sends(p, request(FUSE_INIT, 11, init_request(kAllowMmap)));
-            // A reply with another unique (none can come before INIT's; still never changed).
-            const fuse_init_out other = reply_init(p, 12, FUSE_INIT_EXT);
-            const fuse_init_out init = reply_init(p, 11, FUSE_INIT_EXT);
-            std::_Exit(other.flags2 == 0 && init.flags2 == (kAllowMmap >> 32) && !::testing::Test::HasFailure() ? 0
-                                                                                                              : 3);
-        },
-        ::testing::ExitedWithCode(0), "");
+    in_a_fresh_process([] {
+        Pipe p;
+        kernel_sends(p, request(FUSE_INIT, 11, init_request(kAllowMmap)));
+        // A reply with another unique (none can come before INIT's; still never changed).
+        if (reply_init(p, 12, FUSE_INIT_EXT).flags2 != 0) return 2;
+        return reply_init(p, 11, FUSE_INIT_EXT).flags2 == (kAllowMmap >> 32) ? 0 : 3;
+    });
 }
 
 TEST(FuseSessionIo, AWriteFlaggedToDropSetidIsNotedForTheThreadThatReadIt) {

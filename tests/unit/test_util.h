@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +49,20 @@ inline std::string build_tree_program(const std::string& relative) {
     return dir + "/../../" + relative;
 }
 
+// The fields of a /proc/PID/stat or /proc/PID/task/TID/stat file from field 3 (the state) on;
+// empty if it cannot be read (the thread or process ended). The command name before them may
+// hold spaces and parentheses: the fields start after its last ')'.
+inline std::vector<std::string> proc_stat_fields(const std::filesystem::path& stat_file) {
+    std::ifstream f(stat_file);
+    const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = all.rfind(')');
+    std::vector<std::string> fields;
+    if (paren == std::string::npos) return fields;
+    std::istringstream in(all.substr(paren + 1));
+    for (std::string x; in >> x;) fields.push_back(x);
+    return fields;
+}
+
 // Stops process pid (SIGSTOP) and returns once every thread of it is stopped (false if that
 // did not happen within the timeout). kill() returning is not enough: the stop reaches the
 // other threads only once the thread the signal went to runs and takes it, which on a loaded
@@ -60,12 +76,9 @@ inline bool stop_process(pid_t pid, std::chrono::milliseconds timeout = std::chr
         bool all = true;
         std::error_code ec;
         for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
-            std::ifstream in(t.path() / "stat");
-            std::string line;
-            std::getline(in, line);
-            const size_t paren = line.rfind(')'); // the command name may hold spaces and parentheses
-            const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
-            if (state != 'T' && state != 't' && state != 'Z' && state != 'X' && !line.empty()) all = false;
+            const auto fields = proc_stat_fields(t.path() / "stat");
+            if (fields.empty()) continue; // the thread ended
+            if (fields[0] != "T" && fields[0] != "t" && fields[0] != "Z" && fields[0] != "X") all = false;
         }
         if (ec) return false;
         if (all) return true;
