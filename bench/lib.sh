@@ -28,6 +28,9 @@ bench_mpi_env() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
 
+# bench_max A B: the larger of two figures (rounds of a benchmark keep each side's best).
+bench_max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b) ? a : b }'; }
+
 bench_progress() { printf 'bench: %s\n' "$*" >&2; }
 
 # bench_line NAME VALUE BASELINE UNIT: prints the summary line with the ratio
