@@ -70,6 +70,10 @@ Status for_each_chunk_in(const std::string& dir, Fn fn) {
 constexpr char kLayoutFile[] = "/.layout";
 constexpr char kLayoutMark[] = "jobfs chunk layout 2: one file per chunk, 128 KiB of CRC32C entries, then the bytes\n";
 
+// A shortened chunk is written under its name plus this, then renamed over it (truncate).
+// chunk_of_name does not take such a name for a chunk.
+constexpr char kShortenedSuffix[] = ".shortened";
+
 constexpr size_t kMaxOpenChunks = 256;
 // O_DIRECT's alignment of offset, length and memory (the page size covers every block size).
 constexpr size_t kDirectAlign = 4096;
@@ -362,6 +366,80 @@ struct ChunkStore::Impl {
         // Whole or not at all: a mark cut short by a crash would refuse the directory next time.
         return transport::write_file_atomically(mark, kLayoutMark);
     }
+    // Cuts chunk o from len to length bytes in its own file (truncate, on a full disk).
+    Status shorten_in_place(const Open& o, uint64_t len, uint64_t length) {
+        if (length % kBlock != 0) {
+            // The new last block keeps only its head: re-checksum that part (verified first).
+            const uint64_t b = length / kBlock;
+            auto crcs = load_crcs(o, b, 1);
+            if (!crcs.ok()) return crcs.status();
+            std::vector<uint8_t> block(kBlock);
+            auto n = read_block(o, b, len, (*crcs)[0], block.data());
+            if (!n.ok()) return n.status();
+            const CrcEntry e{crc32c(block.data(), length - b * kBlock), (*crcs)[0].written};
+            JOBFS_RETURN_IF_ERROR(write_crcs(o, b, std::span(&e, 1)));
+        }
+        if (::ftruncate(o.data, static_cast<off_t>(kData + length)) != 0) return errno_status("truncate chunk " + path(o.id));
+        // Blocks wholly past the new end are holes again.
+        const uint64_t keep = (length + kBlock - 1) / kBlock, had = (len + kBlock - 1) / kBlock;
+        const std::vector<CrcEntry> zero(had > keep ? had - keep : 0, CrcEntry{0, 0});
+        if (!zero.empty()) JOBFS_RETURN_IF_ERROR(write_crcs(o, keep, zero));
+        return Status::OK();
+    }
+    // Writes the first `length` bytes of chunk o (shorter than it is) with their checksums to
+    // path + kShortenedSuffix, durable, for truncate to rename over the chunk. Holes stay holes:
+    // only the data extents are copied. On failure (ENOSPC) the copy is removed and the chunk
+    // is untouched.
+    Status write_shortened_copy(const Open& o, uint64_t length) {
+        const std::string to = path(o.id) + kShortenedSuffix;
+        const int fd = ::open(to.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) return errno_status("create " + to);
+        Status s = copy_kept_part(o, fd, length, to);
+        if (s.ok() && ::fdatasync(fd) != 0) s = errno_status("sync " + to);
+        ::close(fd);
+        if (!s.ok()) ::unlink(to.c_str());
+        return s;
+    }
+    Status copy_kept_part(const Open& o, int fd, uint64_t length, const std::string& to) {
+        const uint64_t blocks = (length + kBlock - 1) / kBlock;
+        auto crcs = load_crcs(o, 0, blocks);
+        if (!crcs.ok()) return crcs.status();
+        if (length % kBlock != 0) {
+            // The new last block keeps only its head: re-checksum that part (verified first).
+            const uint64_t b = blocks - 1;
+            std::vector<uint8_t> block(kBlock);
+            auto len = data_length(o);
+            if (!len.ok()) return len.status();
+            auto n = read_block(o, b, *len, (*crcs)[b], block.data());
+            if (!n.ok()) return n.status();
+            (*crcs)[b].crc = crc32c(block.data(), length - b * kBlock);
+        }
+        if (!pwrite_all(fd, reinterpret_cast<const uint8_t*>(crcs->data()), blocks * sizeof(CrcEntry), 0))
+            return write_error_of(to);
+        const off_t end = static_cast<off_t>(kData + length);
+        for (off_t at = static_cast<off_t>(kData); at < end;) {
+            const off_t data = ::lseek(o.data, at, SEEK_DATA);
+            if (data < 0 && errno == ENXIO) break; // only a hole is left
+            if (data < 0) return errno_status("find data in chunk " + path(o.id));
+            if (data >= end) break;
+            off_t hole = ::lseek(o.data, data, SEEK_HOLE);
+            if (hole < 0) return errno_status("find a hole in chunk " + path(o.id));
+            hole = std::min(hole, end);
+            off_t in = data, out = data;
+            while (in < hole) {
+                const ssize_t r = ::copy_file_range(o.data, &in, fd, &out, static_cast<size_t>(hole - in), 0);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) return write_error_of(to);
+                if (r == 0) return Status(Code::io, "chunk " + path(o.id) + " ended while copied");
+            }
+            at = hole;
+        }
+        if (::ftruncate(fd, end) != 0) return write_error_of(to);
+        return Status::OK();
+    }
+    static Status write_error_of(const std::string& file) {
+        return errno == ENOSPC ? Status(Code::no_space, "no space left for " + file) : errno_status("write " + file);
+    }
     Status write_crcs(const Open& o, uint64_t first_block, std::span<const CrcEntry> e) {
         if (!pwrite_all(o.data, reinterpret_cast<const uint8_t*>(e.data()), e.size_bytes(),
                         static_cast<off_t>(first_block * sizeof(CrcEntry))))
@@ -563,40 +641,55 @@ Result<int> ChunkStore::open_for_reader(ChunkId id) {
 Status ChunkStore::truncate(ChunkId id, uint64_t length) {
     if (length > chunk_size_) return Status(Code::invalid, "truncate past the chunk size");
     std::lock_guard lock(impl_->lock_for(id));
-    auto h = impl_->open_chunk(id, length > 0);
-    if (!h.ok()) return h.status().code() == Code::not_found ? Status::OK() : h.status();
-    Impl::Open& f = **h;
-    auto len = impl_->data_length(f);
-    if (!len.ok()) return len.status();
-    if (length == *len) return Status::OK();
-    if (length < *len && length % kBlock != 0) {
-        // The new last block keeps only its head: re-checksum that part (verified first).
-        const uint64_t b = length / kBlock;
-        auto crcs = impl_->load_crcs(f, b, 1);
-        if (!crcs.ok()) return crcs.status();
-        std::vector<uint8_t> block(kBlock);
-        auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
-        if (!n.ok()) return n.status();
-        const CrcEntry e{crc32c(block.data(), length - b * kBlock), (*crcs)[0].written};
-        JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, b, std::span(&e, 1)));
-    } else if (length > *len && *len % kBlock != 0) {
-        // The old last block grows with zeros: its checksum must cover them.
-        const uint64_t b = (*len - 1) / kBlock;
-        auto crcs = impl_->load_crcs(f, b, 1);
-        if (!crcs.ok()) return crcs.status();
-        std::vector<uint8_t> block(kBlock, 0);
-        auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
-        if (!n.ok()) return n.status();
-        const uint64_t be = std::min<uint64_t>((b + 1) * kBlock, length);
-        const CrcEntry e{crc32c(block.data(), be - b * kBlock), (*crcs)[0].written};
-        JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, b, std::span(&e, 1)));
+    {
+        auto h = impl_->open_chunk(id, length > 0);
+        if (!h.ok()) return h.status().code() == Code::not_found ? Status::OK() : h.status();
+        Impl::Open& f = **h;
+        auto len = impl_->data_length(f);
+        if (!len.ok()) return len.status();
+        if (length == *len) return Status::OK();
+        if (length > *len) {
+            if (*len % kBlock != 0) {
+                // The old last block grows with zeros: its checksum must cover them.
+                const uint64_t b = (*len - 1) / kBlock;
+                auto crcs = impl_->load_crcs(f, b, 1);
+                if (!crcs.ok()) return crcs.status();
+                std::vector<uint8_t> block(kBlock, 0);
+                auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
+                if (!n.ok()) return n.status();
+                const uint64_t be = std::min<uint64_t>((b + 1) * kBlock, length);
+                const CrcEntry e{crc32c(block.data(), be - b * kBlock), (*crcs)[0].written};
+                JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, b, std::span(&e, 1)));
+            }
+            if (::ftruncate(f.data, static_cast<off_t>(kData + length)) != 0)
+                return errno_status("truncate chunk " + impl_->path(id));
+            return Status::OK();
+        }
+        // Shorter: not in place. A local reader may have the file mapped (local_reads.h), and
+        // a mapped page past a file's end is a SIGBUS in the reader's process. The kept part
+        // goes to a new file that replaces this one; the old inode lives on, whole, for
+        // whoever still has it open or mapped. On a full disk, where there is no room for the
+        // copy, the chunk is cut in place after all: a truncate must not fail for want of
+        // space, and a reader of the cut part in the same milliseconds is a race the
+        // application made (local_reads.h says what it costs).
+        if (length > 0) {
+            const Status copied = impl_->write_shortened_copy(f, length);
+            if (copied.code() == Code::no_space) return impl_->shorten_in_place(f, *len, length);
+            JOBFS_RETURN_IF_ERROR(copied);
+        }
+    } // the chunk's cached descriptors are released here, and forgotten below
+    impl_->forget(id);
+    const std::string p = impl_->path(id);
+    if (length == 0) {
+        // An empty chunk and no chunk file read the same (zero bytes).
+        if (::unlink(p.c_str()) != 0 && errno != ENOENT) return errno_status("remove chunk " + p);
+        if (impl_->chunk_files > 0) impl_->chunk_files--;
+        return Status::OK();
     }
-    if (::ftruncate(f.data, static_cast<off_t>(kData + length)) != 0) return errno_status("truncate chunk " + impl_->path(id));
-    if (length < *len) {
-        // Blocks wholly past the new end are holes again.
-        const uint64_t keep = (length + kBlock - 1) / kBlock, had = (*len + kBlock - 1) / kBlock;
-        const std::vector<CrcEntry> zero(had > keep ? had - keep : 0, CrcEntry{0, 0});
-        if (!zero.empty()) JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, keep, zero));
+    if (::rename((p + kShortenedSuffix).c_str(), p.c_str()) != 0) {
+        const Status s = errno_status("replace chunk " + p);
+        ::unlink((p + kShortenedSuffix).c_str());
+        return s;
     }
     return Status::OK();
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "block_crc.h"
+#include "local_read_socket.h"
 #include "server/buffer_pool.h"
 #include "server/chunk_store.h"
 #include "test_util.h"
@@ -295,6 +296,90 @@ TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     EXPECT_EQ(crcs, transport::block_crcs(0, out)) << "a hole's blocks have no stored checksum";
 }
 
+// A shortening truncate writes the kept part to a new file that replaces the chunk's: a
+// local reader's descriptor (and mapping) of the old file keeps every byte it had, never a
+// page past the end (a SIGBUS in a mapping reader). Without it, the old file was cut in place.
+TEST(ChunkStore, ShorteningLeavesAReadersFileWhole) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    ChunkId id{9, 2};
+    auto data = pattern(kChunk, 4);
+    ASSERT_TRUE((*st)->write(id, 0, data).ok());
+    auto fd = (*st)->open_for_reader(id);
+    ASSERT_TRUE(fd.ok());
+    transport::UniqueFd reader(*fd);
+    ASSERT_TRUE((*st)->truncate(id, 100000).ok());
+    struct stat s {};
+    ASSERT_EQ(::fstat(reader.get(), &s), 0);
+    EXPECT_EQ(static_cast<uint64_t>(s.st_size), ChunkStore::kDataOffset + kChunk) << "the reader's file was cut";
+    std::vector<uint8_t> old(kChunk);
+    ASSERT_EQ(::pread(reader.get(), old.data(), old.size(), ChunkStore::kDataOffset), static_cast<ssize_t>(old.size()));
+    EXPECT_EQ(old, data);
+    // The chunk itself is cut: its length, bytes and checksums (the last block re-checksummed).
+    EXPECT_EQ(*(*st)->length(id), 100000u);
+    std::vector<uint8_t> out(kChunk);
+    std::vector<uint32_t> crcs;
+    auto n = (*st)->read(id, 0, out, &crcs);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    ASSERT_EQ(*n, 100000u);
+    EXPECT_TRUE(std::equal(out.begin(), out.begin() + 100000, data.begin()));
+    EXPECT_EQ(crcs, transport::block_crcs(0, std::span(out).first(100000)));
+    // Nothing is left beside it, and growing it again reads zeros past the cut.
+    EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(chunk_file(d.path(), id)).parent_path()), fs::directory_iterator{}), 1);
+    ASSERT_TRUE((*st)->truncate(id, 300000).ok());
+    ASSERT_EQ(*(*st)->read(id, 0, out), 300000u);
+    EXPECT_TRUE(std::equal(out.begin(), out.begin() + 100000, data.begin()));
+    EXPECT_TRUE(std::all_of(out.begin() + 100000, out.begin() + 300000, [](uint8_t c) { return c == 0; }));
+}
+
+// Truncated to nothing, a chunk's file goes (an absent chunk reads as an empty one); a reader
+// of the old file keeps it.
+TEST(ChunkStore, TruncateToZeroRemovesTheChunkFile) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok());
+    ChunkId id{9, 0};
+    auto data = pattern(200000, 5);
+    ASSERT_TRUE((*st)->write(id, 0, data).ok());
+    auto fd = (*st)->open_for_reader(id);
+    ASSERT_TRUE(fd.ok());
+    transport::UniqueFd reader(*fd);
+    ASSERT_TRUE((*st)->truncate(id, 0).ok());
+    EXPECT_FALSE(fs::exists(chunk_file(d.path(), id)));
+    EXPECT_TRUE((*st)->chunk_indexes(9)->empty());
+    EXPECT_EQ(*(*st)->length(id), 0u);
+    std::vector<uint8_t> old(data.size());
+    ASSERT_EQ(::pread(reader.get(), old.data(), old.size(), ChunkStore::kDataOffset), static_cast<ssize_t>(old.size()));
+    EXPECT_EQ(old, data);
+    // Written again, it is a new chunk with only the new bytes.
+    ASSERT_TRUE((*st)->write(id, 65536, std::span(data).first(1000)).ok());
+    std::vector<uint8_t> out(200000, 0xff);
+    ASSERT_EQ(*(*st)->read(id, 0, out), 66536u);
+    EXPECT_TRUE(std::all_of(out.begin(), out.begin() + 65536, [](uint8_t c) { return c == 0; }));
+}
+
+// The shortened copy keeps the chunk's holes unallocated.
+TEST(ChunkStore, ShorteningKeepsHoles) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), 4 << 20);
+    ASSERT_TRUE(st.ok());
+    ChunkId id{7, 2};
+    auto head = pattern(4096, 6), tail = pattern(4096, 7);
+    ASSERT_TRUE((*st)->write(id, 0, head).ok());
+    ASSERT_TRUE((*st)->write(id, 3 << 20, tail).ok());
+    ASSERT_TRUE((*st)->truncate(id, (3 << 20) + 100).ok());
+    struct stat s {};
+    ASSERT_EQ(::stat(chunk_file(d.path(), id).c_str(), &s), 0);
+    EXPECT_EQ(s.st_size, ChunkStore::kDataOffset + (3 << 20) + 100);
+    EXPECT_LT(s.st_blocks * 512, 64 * 1024) << "the 3 MiB hole was allocated in the copy";
+    std::vector<uint8_t> out((3 << 20) + 100, 0xff);
+    ASSERT_EQ(*(*st)->read(id, 0, out), out.size());
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), out.begin()));
+    EXPECT_TRUE(std::all_of(out.begin() + 4096, out.begin() + (3 << 20), [](uint8_t c) { return c == 0; }));
+    EXPECT_TRUE(std::equal(tail.begin(), tail.begin() + 100, out.begin() + (3 << 20)));
+}
+
 TEST(ChunkStore, CorruptionIsDetectedNotReturned) {
     TempDir d;
     auto st = ChunkStore::open(d.path(), kChunk);
@@ -469,7 +554,21 @@ TEST(ChunkStore, FullDiskGivesNoSpaceAndChangesNothing) {
     ASSERT_TRUE((*st)->write(ChunkId{1, 0}, 8192, c).ok());
     ASSERT_TRUE((*st)->read(ChunkId{1, 0}, 0, back).ok());
     EXPECT_TRUE(std::equal(c.begin(), c.end(), back.begin() + 8192));
+    // A shortening truncate needs no room either: with the disk filled to the last block, no
+    // copy of the kept part fits, and the chunk is cut in place.
+    for (uint64_t k = 0;; ++k) {
+        Status w = (*st)->write(ChunkId{3, k}, 0, std::span(c).first(4096));
+        if (w.code() == Code::no_space) break;
+        ASSERT_TRUE(w.ok()) << w.to_string();
+        ASSERT_LT(k, 1000u) << "the 1 MiB disk never filled";
+    }
+    ASSERT_TRUE((*st)->truncate(ChunkId{1, 0}, 300000).ok());
+    EXPECT_EQ(*(*st)->length(ChunkId{1, 0}), 300000u);
+    ASSERT_EQ(*(*st)->read(ChunkId{1, 0}, 0, back), 300000u);
+    EXPECT_TRUE(std::equal(c.begin(), c.end(), back.begin() + 8192));
+    EXPECT_TRUE(std::equal(a.begin() + 8192 + 4096, a.begin() + 300000, back.begin() + 8192 + 4096));
     // Space freed by removing a file can be used again.
+    ASSERT_TRUE((*st)->remove_file(3).ok());
     ASSERT_TRUE((*st)->remove_file(1).ok());
     EXPECT_TRUE((*st)->write(ChunkId{2, 0}, 0, *aligned(b)).ok());
     ASSERT_TRUE((*st)->read(ChunkId{2, 0}, 0, out).ok());
