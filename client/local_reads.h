@@ -14,6 +14,16 @@
 // replica, a daemon gone) makes the caller read the same piece over the transport, where the
 // daemon checks, repairs and answers as always.
 //
+// A range whose bytes are all in the page cache is read from a mapping of the chunk file, each
+// 4 KiB piece checked and then copied out while it is in the CPU's first-level cache: the
+// bytes leave memory once, as with pread alone, where pread and a check after it read them
+// twice (a warm 1 GiB read by one process went from 0.78-0.80x to 0.84-0.91x of pread from the
+// local disk, session 31). Other ranges are read with pread in runs of blocks. A mapped page
+// past the file's end would be a SIGBUS: the reader maps only what fstat shows the file holds,
+// and the daemon never shortens a chunk file in place (server/chunk_store.h) except on a full
+// disk, where it has no room for the copy; a reader of the cut part at that very moment is
+// the one case left, and an I/O error of the disk while the mapping is read is another.
+//
 // Descriptors are not kept: one is asked for per piece read, so that a deleted file's space is
 // never held by a reader (a round trip of the Unix socket, a few microseconds).
 //
@@ -24,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -97,8 +108,10 @@ public:
     // Ranges asked for by prefetch (tests).
     uint64_t prefetches() const { return prefetches_.load(std::memory_order_relaxed); }
 
-    // Pieces read so far this way (bench and tests).
+    // Pieces read so far this way (bench and tests), and of them those read from a mapping of
+    // the chunk file (all in the page cache; the others with pread).
     uint64_t reads() const;
+    uint64_t mapped_reads() const { return mapped_reads_.load(std::memory_order_relaxed); }
 
     // ---- local writes (write_arena.h) -------------------------------------------------------
     // This client's write arena (nullptr: none could be made; every write goes over the transport).
@@ -120,13 +133,20 @@ private:
         uint64_t data_offset = 0;
     };
     Result<ChunkFile> open_chunk(uint32_t rank, uint64_t ino, uint64_t index);
+    // read of a range whose bytes are all in the page cache: the file mapped, each piece of a
+    // block checked and copied out in one pass (the bytes leave memory once, as with pread,
+    // rather than once for pread and again for the check). nullopt: it cannot be mapped; read
+    // it with read_copied.
+    std::optional<Status> read_mapped(const Opened& o, std::span<uint8_t> out);
+    // read with pread, in runs of blocks each checked while still in the CPU's cache.
+    Status read_copied(const Opened& o, std::span<uint8_t> out);
     // The rest of open, once the daemon answered.
     static Result<Opened> opened(const Range& range, Result<transport::LocalReply> reply);
 
     const std::string secret_;
     std::vector<std::unique_ptr<Daemon>> daemons_;
     std::unique_ptr<WriteArena> arena_;
-    std::atomic<uint64_t> reads_{0};
+    std::atomic<uint64_t> reads_{0}, mapped_reads_{0};
     std::atomic<uint64_t> prefetches_{0};
 };
 

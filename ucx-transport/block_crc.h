@@ -17,8 +17,10 @@ namespace jobfs::transport {
 
 constexpr uint64_t kCrcBlock = 64 * 1024;
 
-inline uint32_t crc32c(std::span<const uint8_t> data) {
-    return crc32_iscsi(const_cast<unsigned char*>(data.data()), static_cast<int>(data.size()), 0);
+// CRC32C of data; `before`: the CRC32C of bytes that come before data, to go on from (a
+// block checked piece by piece).
+inline uint32_t crc32c(std::span<const uint8_t> data, uint32_t before = 0) {
+    return crc32_iscsi(const_cast<unsigned char*>(data.data()), static_cast<int>(data.size()), before);
 }
 
 // CRC32C of each piece of `data`, which sits at `chunk_offset` within its chunk.

@@ -66,6 +66,15 @@ protected:
         reader = std::make_unique<LocalReads>(secret, 1);
     }
 
+    // Takes chunk id's file out of the page cache: the next local read of it is a cold one.
+    void drop_cache(ChunkId id) {
+        int fd = ::open(chunk_file(dir.path(), id).c_str(), O_RDONLY);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::fdatasync(fd), 0);
+        ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+        ::close(fd);
+    }
+
     // Reads [offset, offset + size) of chunk id locally: out gets what the chunk holds there.
     Status read_locally(ChunkId id, uint64_t offset, uint64_t size, std::vector<uint8_t>& out) {
         out.assign(size, 0xee);
@@ -141,25 +150,35 @@ TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
         {0, length}, {0, kBlock}, {1, kBlock}, {kBlock - 1, 2}, {100, 3 * kBlock},
         {2 * kBlock + 5, 4 * kBlock}, {3 * kBlock, 2 * kBlock}, {8 * kBlock + 77, kChunk}, {length - 1, 1},
     };
-    for (auto [off, size] : ranges) {
-        std::vector<uint8_t> got;
-        Status s = read_locally(id, off, size, got);
-        ASSERT_TRUE(s.ok()) << off << "+" << size << ": " << s.to_string();
-        std::vector<uint8_t> want(size);
-        auto n = store->read(id, off, want);
-        ASSERT_TRUE(n.ok());
-        ASSERT_EQ(*n, got.size());
-        want.resize(*n);
-        EXPECT_EQ(got, want) << off << "+" << size;
+    // Each range twice: from the page cache (the file mapped), and cold (pread). A first read
+    // puts the hole's pages in the page cache too (a read of a hole caches zeros).
+    std::vector<uint8_t> all;
+    ASSERT_TRUE(read_locally(id, 0, length, all).ok());
+    const uint64_t first_reads = reader->reads(), first_mapped = reader->mapped_reads();
+    for (const bool cold : {false, true}) {
+        for (auto [off, size] : ranges) {
+            if (cold) drop_cache(id);
+            std::vector<uint8_t> got;
+            Status s = read_locally(id, off, size, got);
+            ASSERT_TRUE(s.ok()) << off << "+" << size << (cold ? " cold: " : ": ") << s.to_string();
+            std::vector<uint8_t> want(size);
+            auto n = store->read(id, off, want);
+            ASSERT_TRUE(n.ok());
+            ASSERT_EQ(*n, got.size());
+            want.resize(*n);
+            EXPECT_EQ(got, want) << off << "+" << size << (cold ? " cold" : "");
+        }
+        EXPECT_EQ(reader->mapped_reads() - first_mapped, ranges.size())
+            << "cached ranges are read from a mapping, cold ones are not";
     }
-    EXPECT_EQ(reader->reads(), ranges.size());
-    EXPECT_EQ(server->reads(), ranges.size());
+    EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
+    EXPECT_EQ(server->reads(), first_reads + 2 * ranges.size());
     // A range past the chunk's end reads as nothing, from no file: neither side counts a read.
     std::vector<uint8_t> none;
     ASSERT_TRUE(read_locally(id, length + kBlock, kBlock, none).ok());
     EXPECT_TRUE(none.empty());
-    EXPECT_EQ(reader->reads(), ranges.size());
-    EXPECT_EQ(server->reads(), ranges.size());
+    EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
+    EXPECT_EQ(server->reads(), first_reads + 2 * ranges.size());
 }
 
 TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
@@ -172,15 +191,21 @@ TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
         f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + 2 * kBlock + 99));
         f.put('\x5a');
     }
-    std::vector<uint8_t> got;
-    Status s = read_locally(id, 0, 4 * kBlock, got);
-    ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.code(), Code::io) << s.to_string();
-    EXPECT_NE(s.message().find("block 2"), std::string::npos) << s.to_string();
-    // A range that avoids the bad block is fine.
-    EXPECT_TRUE(read_locally(id, 0, 2 * kBlock, got).ok());
-    EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
-    EXPECT_EQ(reader->reads(), 1u);
+    // From the page cache (mapped) and cold (pread) alike.
+    for (const bool cold : {false, true}) {
+        if (cold) drop_cache(id);
+        std::vector<uint8_t> got;
+        Status s = read_locally(id, 0, 4 * kBlock, got);
+        ASSERT_FALSE(s.ok());
+        EXPECT_EQ(s.code(), Code::io) << s.to_string();
+        EXPECT_NE(s.message().find("block 2"), std::string::npos) << s.to_string();
+        // A range that avoids the bad block is fine.
+        if (cold) drop_cache(id);
+        EXPECT_TRUE(read_locally(id, 0, 2 * kBlock, got).ok());
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+    }
+    EXPECT_EQ(reader->reads(), 2u);
+    EXPECT_EQ(reader->mapped_reads(), 1u);
 }
 
 // Bytes where the daemon has no write recorded (a write that had not updated its checksums
@@ -202,6 +227,9 @@ TEST_F(LocalReadsTest, DataWhereTheDaemonSaidHoleIsRefused) {
     }
     Status s = read_locally(id, 0, 3 * kBlock, got);
     EXPECT_EQ(s.code(), Code::io) << s.to_string();
+    drop_cache(id);
+    s = read_locally(id, 0, 3 * kBlock, got);
+    EXPECT_EQ(s.code(), Code::io) << "cold: " << s.to_string();
 }
 
 // A chunk file replaced since the daemon looked at it (it describes its open copy, then opens
@@ -386,13 +414,7 @@ TEST_F(LocalReadsTest, AnOpenedFileTellsItWasColdAfterBeingMoved) {
     const ChunkId id{0x2008, 0};
     const auto data = pattern(2 * kBlock, 13);
     ASSERT_TRUE(store->write(id, 0, data).ok());
-    {
-        int fd = ::open(chunk_file(dir.path(), id).c_str(), O_RDONLY);
-        ASSERT_GE(fd, 0);
-        ASSERT_EQ(::fdatasync(fd), 0);
-        ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-        ::close(fd);
-    }
+    drop_cache(id);
     ASSERT_TRUE(reader->available(0));
     Result<LocalReads::Opened> slot = Status(Code::invalid, "not yet");
     slot = reader->open({0, id.ino, id.index, 0, 2 * kBlock});
