@@ -366,6 +366,31 @@ struct ChunkStore::Impl {
         // Whole or not at all: a mark cut short by a crash would refuse the directory next time.
         return transport::write_file_atomically(mark, kLayoutMark);
     }
+    // Removes the copies of shortened chunks (write_shortened_copy) that a daemon killed
+    // before its rename left behind: the chunk itself is as it was before that truncate, and
+    // nothing else would ever remove them.
+    Status remove_unfinished_copies() {
+        const size_t suffix = std::strlen(kShortenedSuffix);
+        for (unsigned sub = 0; sub < 256; ++sub) {
+            const std::string d = subdir(sub);
+            DIR* dir = ::opendir(d.c_str());
+            if (!dir) {
+                if (errno == ENOENT) continue;
+                return errno_status("list " + d);
+            }
+            while (dirent* e = ::readdir(dir)) {
+                const size_t n = std::strlen(e->d_name);
+                if (n > suffix && std::strcmp(e->d_name + n - suffix, kShortenedSuffix) == 0 &&
+                    ::unlinkat(::dirfd(dir), e->d_name, 0) != 0 && errno != ENOENT) {
+                    const Status s = errno_status("remove " + d + "/" + e->d_name);
+                    ::closedir(dir);
+                    return s;
+                }
+            }
+            ::closedir(dir);
+        }
+        return Status::OK();
+    }
     // Cuts chunk o from len to length bytes in its own file (truncate, on a full disk).
     Status shorten_in_place(const Open& o, uint64_t len, uint64_t length) {
         if (length % kBlock != 0) {
@@ -471,6 +496,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
     if (::mkdir(impl->dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("create " + impl->dir);
     if (::access(impl->dir.c_str(), W_OK) != 0) return errno_status("data directory " + impl->dir);
     JOBFS_RETURN_IF_ERROR(impl->check_layout());
+    JOBFS_RETURN_IF_ERROR(impl->remove_unfinished_copies());
     if (direct_io) {
         // Some file systems (tmpfs before Linux 6.6) refuse O_DIRECT at open: then every write
         // goes through the page cache.

@@ -120,8 +120,9 @@ public:
     // Cuts or extends (with a hole) the chunk to length bytes. A cut is never made in the
     // chunk's file: a local reader may have it mapped (client/local_reads.h), and a mapped page
     // past the end is a SIGBUS in that reader. Cut to 0, the file is removed; cut to less,
-    // the kept bytes go to a new file (holes stay holes; synced) renamed over it. Only on a
-    // full disk, with no room for that copy, is the file cut in place.
+    // the kept bytes go to a new file (holes stay holes; synced) renamed over it (a copy that
+    // a killed daemon left unrenamed is removed by the next open). Only on a full disk, with
+    // no room for that copy, is the file cut in place.
     Status truncate(ChunkId id, uint64_t length);
     // Length of the chunk's data (0 if absent).
     Result<uint64_t> length(ChunkId id);

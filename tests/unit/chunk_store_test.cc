@@ -333,6 +333,27 @@ TEST(ChunkStore, ShorteningLeavesAReadersFileWhole) {
     EXPECT_TRUE(std::all_of(out.begin() + 100000, out.begin() + 300000, [](uint8_t c) { return c == 0; }));
 }
 
+// A daemon killed between writing a shortened copy and renaming it over the chunk leaves the
+// copy behind: the next open of the store removes it and keeps the chunk as it was.
+TEST(ChunkStore, OpenRemovesAShortenedCopyLeftBehind) {
+    TempDir d;
+    ChunkId id{9, 3};
+    auto data = pattern(200000, 8);
+    const std::string p = chunk_file(d.path(), id);
+    {
+        auto st = ChunkStore::open(d.path(), kChunk);
+        ASSERT_TRUE(st.ok());
+        ASSERT_TRUE((*st)->write(id, 0, data).ok());
+    }
+    fs::copy_file(p, p + ".shortened");
+    auto st = ChunkStore::open(d.path(), kChunk);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    EXPECT_FALSE(fs::exists(p + ".shortened"));
+    std::vector<uint8_t> out(data.size());
+    ASSERT_EQ(*(*st)->read(id, 0, out), data.size());
+    EXPECT_EQ(out, data);
+}
+
 // Truncated to nothing, a chunk's file goes (an absent chunk reads as an empty one); a reader
 // of the old file keeps it.
 TEST(ChunkStore, TruncateToZeroRemovesTheChunkFile) {
