@@ -68,6 +68,11 @@ pid1=$!
 checkf "mount in the foreground shows in /proc/mounts as fuse.jobfs" wait_for 15 mounted "$mnt"
 check "a daemonised mount is up when jobfs-fuse returns" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster' '$mnt2' && grep -q ' $mnt2 fuse.jobfs ' /proc/mounts"
 checkf "the mount's kernel readahead is raised to 4 MiB" wait_for 10 sh -c "[ \"\$(cat /sys/class/bdi/\$(mountpoint -d '$mnt')/read_ahead_kb)\" = 4096 ]"
+# The kernel's view of the connection (fusectl, mounted here if it is not): 128 background
+# requests, so that readahead runs ahead of a sequential reader (jobfs_fuse.cc, kMaxBackground).
+grep -q ' /sys/fs/fuse/connections fusectl ' /proc/mounts || mount -t fusectl fusectl /sys/fs/fuse/connections 2> /dev/null || true
+conn=/sys/fs/fuse/connections/$(mountpoint -d "$mnt" | cut -d: -f2)
+check "the mount lets the kernel keep 128 background requests in flight (readahead)" sh -c "[ \"\$(cat '$conn/max_background')\" = 128 ] && [ \"\$(cat '$conn/congestion_threshold')\" = 96 ]"
 check "mounts are allow_other and default_permissions under root" sh -c "grep ' $mnt fuse.jobfs ' /proc/mounts | grep -q 'default_permissions,allow_other'"
 # thread_nices PID: the distinct nice values of the process's threads (field 19 of each stat).
 thread_nices() { for t in /proc/"$1"/task/*; do awk '{print $19}' "$t/stat"; done 2>/dev/null | sort -u | tr '\n' ' '; }
