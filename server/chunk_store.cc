@@ -28,6 +28,7 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -54,15 +55,26 @@ std::optional<ChunkId> chunk_of_name(const char* name) {
     return ChunkId{ino, index};
 }
 
+// Calls fn(name) for every entry of directory `dir` (none if it does not exist); an error fn
+// returns ends the walk.
+template <class Fn>
+Status for_each_name_in(const std::string& dir, Fn fn) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return errno == ENOENT ? Status::OK() : Status::from_errno(errno, "list " + dir);
+    Status s;
+    while (dirent* e = ::readdir(d))
+        if (!(s = fn(static_cast<const char*>(e->d_name))).ok()) break;
+    ::closedir(d);
+    return s;
+}
+
 // Calls fn(ChunkId) for every chunk file in directory `dir` (none if it does not exist).
 template <class Fn>
 Status for_each_chunk_in(const std::string& dir, Fn fn) {
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return errno == ENOENT ? Status::OK() : Status::from_errno(errno, "list " + dir);
-    while (dirent* e = ::readdir(d))
-        if (auto id = chunk_of_name(e->d_name)) fn(*id);
-    ::closedir(d);
-    return Status::OK();
+    return for_each_name_in(dir, [&](const char* name) {
+        if (auto id = chunk_of_name(name)) fn(*id);
+        return Status::OK();
+    });
 }
 // What layout the chunks of a store's directory have, written there at its first open: a
 // daemon of another version refuses the directory rather than reading chunks it would take for
@@ -370,40 +382,41 @@ struct ChunkStore::Impl {
     // before its rename left behind: the chunk itself is as it was before that truncate, and
     // nothing else would ever remove them.
     Status remove_unfinished_copies() {
-        const size_t suffix = std::strlen(kShortenedSuffix);
         for (unsigned sub = 0; sub < 256; ++sub) {
             const std::string d = subdir(sub);
-            DIR* dir = ::opendir(d.c_str());
-            if (!dir) {
-                if (errno == ENOENT) continue;
-                return errno_status("list " + d);
-            }
-            while (dirent* e = ::readdir(dir)) {
-                const size_t n = std::strlen(e->d_name);
-                if (n > suffix && std::strcmp(e->d_name + n - suffix, kShortenedSuffix) == 0 &&
-                    ::unlinkat(::dirfd(dir), e->d_name, 0) != 0 && errno != ENOENT) {
-                    const Status s = errno_status("remove " + d + "/" + e->d_name);
-                    ::closedir(dir);
-                    return s;
-                }
-            }
-            ::closedir(dir);
+            JOBFS_RETURN_IF_ERROR(for_each_name_in(d, [&](const char* name) {
+                if (!std::string_view(name).ends_with(kShortenedSuffix)) return Status::OK();
+                const std::string p = d + "/" + name;
+                return ::unlink(p.c_str()) == 0 || errno == ENOENT ? Status::OK() : errno_status("remove " + p);
+            }));
         }
         return Status::OK();
     }
+    // The checksum entry of block b of chunk o (len bytes long, b's entry e) once the chunk is
+    // `length` long: the block's old bytes are read and verified, cut there or followed by
+    // zeros (truncate).
+    Result<CrcEntry> entry_at_length(const Open& o, uint64_t b, uint64_t len, const CrcEntry& e, uint64_t length) {
+        std::vector<uint8_t> block(kBlock, 0);
+        auto n = read_block(o, b, len, e, block.data());
+        if (!n.ok()) return n.status();
+        const uint64_t bs = b * kBlock;
+        return CrcEntry{crc32c(block.data(), std::min<uint64_t>(bs + kBlock, length) - bs), e.written};
+    }
+    // Rewrites the checksum entry of the block that holds the chunk's last byte (if it is not
+    // whole) for the chunk cut or grown from len to length bytes.
+    Status update_last_entry(const Open& o, uint64_t len, uint64_t length) {
+        const uint64_t shorter = std::min(len, length);
+        if (shorter == 0 || shorter % kBlock == 0) return Status::OK();
+        const uint64_t b = (shorter - 1) / kBlock;
+        auto crcs = load_crcs(o, b, 1);
+        if (!crcs.ok()) return crcs.status();
+        auto e = entry_at_length(o, b, len, (*crcs)[0], length);
+        if (!e.ok()) return e.status();
+        return write_crcs(o, b, std::span(&*e, 1));
+    }
     // Cuts chunk o from len to length bytes in its own file (truncate, on a full disk).
     Status shorten_in_place(const Open& o, uint64_t len, uint64_t length) {
-        if (length % kBlock != 0) {
-            // The new last block keeps only its head: re-checksum that part (verified first).
-            const uint64_t b = length / kBlock;
-            auto crcs = load_crcs(o, b, 1);
-            if (!crcs.ok()) return crcs.status();
-            std::vector<uint8_t> block(kBlock);
-            auto n = read_block(o, b, len, (*crcs)[0], block.data());
-            if (!n.ok()) return n.status();
-            const CrcEntry e{crc32c(block.data(), length - b * kBlock), (*crcs)[0].written};
-            JOBFS_RETURN_IF_ERROR(write_crcs(o, b, std::span(&e, 1)));
-        }
+        JOBFS_RETURN_IF_ERROR(update_last_entry(o, len, length));
         if (::ftruncate(o.data, static_cast<off_t>(kData + length)) != 0) return errno_status("truncate chunk " + path(o.id));
         // Blocks wholly past the new end are holes again.
         const uint64_t keep = (length + kBlock - 1) / kBlock, had = (len + kBlock - 1) / kBlock;
@@ -415,29 +428,24 @@ struct ChunkStore::Impl {
     // path + kShortenedSuffix, durable, for truncate to rename over the chunk. Holes stay holes:
     // only the data extents are copied. On failure (ENOSPC) the copy is removed and the chunk
     // is untouched.
-    Status write_shortened_copy(const Open& o, uint64_t length) {
+    Status write_shortened_copy(const Open& o, uint64_t len, uint64_t length) {
         const std::string to = path(o.id) + kShortenedSuffix;
         const int fd = ::open(to.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0) return errno_status("create " + to);
-        Status s = copy_kept_part(o, fd, length, to);
+        Status s = copy_kept_part(o, len, fd, length, to);
         if (s.ok() && ::fdatasync(fd) != 0) s = errno_status("sync " + to);
         ::close(fd);
         if (!s.ok()) ::unlink(to.c_str());
         return s;
     }
-    Status copy_kept_part(const Open& o, int fd, uint64_t length, const std::string& to) {
+    Status copy_kept_part(const Open& o, uint64_t len, int fd, uint64_t length, const std::string& to) {
         const uint64_t blocks = (length + kBlock - 1) / kBlock;
         auto crcs = load_crcs(o, 0, blocks);
         if (!crcs.ok()) return crcs.status();
         if (length % kBlock != 0) {
-            // The new last block keeps only its head: re-checksum that part (verified first).
-            const uint64_t b = blocks - 1;
-            std::vector<uint8_t> block(kBlock);
-            auto len = data_length(o);
-            if (!len.ok()) return len.status();
-            auto n = read_block(o, b, *len, (*crcs)[b], block.data());
-            if (!n.ok()) return n.status();
-            (*crcs)[b].crc = crc32c(block.data(), length - b * kBlock);
+            auto e = entry_at_length(o, blocks - 1, len, crcs->back(), length);
+            if (!e.ok()) return e.status();
+            crcs->back() = *e;
         }
         if (!pwrite_all(fd, reinterpret_cast<const uint8_t*>(crcs->data()), blocks * sizeof(CrcEntry), 0))
             return write_error_of(to);
@@ -675,18 +683,8 @@ Status ChunkStore::truncate(ChunkId id, uint64_t length) {
         if (!len.ok()) return len.status();
         if (length == *len) return Status::OK();
         if (length > *len) {
-            if (*len % kBlock != 0) {
-                // The old last block grows with zeros: its checksum must cover them.
-                const uint64_t b = (*len - 1) / kBlock;
-                auto crcs = impl_->load_crcs(f, b, 1);
-                if (!crcs.ok()) return crcs.status();
-                std::vector<uint8_t> block(kBlock, 0);
-                auto n = impl_->read_block(f, b, *len, (*crcs)[0], block.data());
-                if (!n.ok()) return n.status();
-                const uint64_t be = std::min<uint64_t>((b + 1) * kBlock, length);
-                const CrcEntry e{crc32c(block.data(), be - b * kBlock), (*crcs)[0].written};
-                JOBFS_RETURN_IF_ERROR(impl_->write_crcs(f, b, std::span(&e, 1)));
-            }
+            // The old last block grows with zeros: its checksum must cover them.
+            JOBFS_RETURN_IF_ERROR(impl_->update_last_entry(f, *len, length));
             if (::ftruncate(f.data, static_cast<off_t>(kData + length)) != 0)
                 return errno_status("truncate chunk " + impl_->path(id));
             return Status::OK();
@@ -699,7 +697,7 @@ Status ChunkStore::truncate(ChunkId id, uint64_t length) {
         // space, and a reader of the cut part in the same milliseconds is a race the
         // application made (local_reads.h says what it costs).
         if (length > 0) {
-            const Status copied = impl_->write_shortened_copy(f, length);
+            const Status copied = impl_->write_shortened_copy(f, *len, length);
             if (copied.code() == Code::no_space) return impl_->shorten_in_place(f, *len, length);
             JOBFS_RETURN_IF_ERROR(copied);
         }
