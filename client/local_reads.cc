@@ -341,8 +341,10 @@ std::optional<Status> LocalReads::read_mapped(const Opened& o, std::span<uint8_t
     const uint64_t from = b0 * kBlock, to = std::min<uint64_t>((b1 + 1) * kBlock, o.held_);
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     if ((o.data_offset_ + from) % page != 0) return std::nullopt;
-    // Never a page past the file's end: touching one is a SIGBUS. (The daemon does not shorten
-    // a chunk file in place, server/chunk_store.h, so the file stays at least this long.)
+    // Never a page past the file's end: touching one is a SIGBUS. The daemon shortens a chunk
+    // file in place only on a full disk (server/chunk_store.h); the size is looked at here, not
+    // taken from open, so that such a cut must come within this copy to hurt (an fstat is a
+    // fraction of a microsecond, the copy of a range hundreds).
     struct stat st {};
     if (::fstat(o.fd_.get(), &st) != 0) return std::nullopt;
     if (static_cast<uint64_t>(st.st_size) < o.data_offset_ + to)
