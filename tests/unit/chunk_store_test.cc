@@ -296,6 +296,20 @@ TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     EXPECT_EQ(crcs, transport::block_crcs(0, out)) << "a hole's blocks have no stored checksum";
 }
 
+// A local reader's descriptor of chunk id's file (ChunkStore::open_for_reader), and the first
+// n bytes of the chunk read through it.
+transport::UniqueFd reader_of(ChunkStore& st, ChunkId id) {
+    auto fd = st.open_for_reader(id);
+    EXPECT_TRUE(fd.ok()) << fd.status().to_string();
+    return transport::UniqueFd(fd.ok() ? *fd : -1);
+}
+std::vector<uint8_t> chunk_bytes_through(const transport::UniqueFd& reader, size_t n) {
+    std::vector<uint8_t> out(n);
+    const ssize_t got = ::pread(reader.get(), out.data(), n, ChunkStore::kDataOffset);
+    out.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    return out;
+}
+
 // A shortening truncate writes the kept part to a new file that replaces the chunk's: a
 // local reader's descriptor (and mapping) of the old file keeps every byte it had, never a
 // page past the end (a SIGBUS in a mapping reader). Without it, the old file was cut in place.
@@ -306,16 +320,12 @@ TEST(ChunkStore, ShorteningLeavesAReadersFileWhole) {
     ChunkId id{9, 2};
     auto data = pattern(kChunk, 4);
     ASSERT_TRUE((*st)->write(id, 0, data).ok());
-    auto fd = (*st)->open_for_reader(id);
-    ASSERT_TRUE(fd.ok());
-    transport::UniqueFd reader(*fd);
+    const transport::UniqueFd reader = reader_of(**st, id);
     ASSERT_TRUE((*st)->truncate(id, 100000).ok());
     struct stat s {};
     ASSERT_EQ(::fstat(reader.get(), &s), 0);
     EXPECT_EQ(static_cast<uint64_t>(s.st_size), ChunkStore::kDataOffset + kChunk) << "the reader's file was cut";
-    std::vector<uint8_t> old(kChunk);
-    ASSERT_EQ(::pread(reader.get(), old.data(), old.size(), ChunkStore::kDataOffset), static_cast<ssize_t>(old.size()));
-    EXPECT_EQ(old, data);
+    EXPECT_EQ(chunk_bytes_through(reader, kChunk), data);
     // The chunk itself is cut: its length, bytes and checksums (the last block re-checksummed).
     EXPECT_EQ(*(*st)->length(id), 100000u);
     std::vector<uint8_t> out(kChunk);
@@ -363,16 +373,12 @@ TEST(ChunkStore, TruncateToZeroRemovesTheChunkFile) {
     ChunkId id{9, 0};
     auto data = pattern(200000, 5);
     ASSERT_TRUE((*st)->write(id, 0, data).ok());
-    auto fd = (*st)->open_for_reader(id);
-    ASSERT_TRUE(fd.ok());
-    transport::UniqueFd reader(*fd);
+    const transport::UniqueFd reader = reader_of(**st, id);
     ASSERT_TRUE((*st)->truncate(id, 0).ok());
     EXPECT_FALSE(fs::exists(chunk_file(d.path(), id)));
     EXPECT_TRUE((*st)->chunk_indexes(9)->empty());
     EXPECT_EQ(*(*st)->length(id), 0u);
-    std::vector<uint8_t> old(data.size());
-    ASSERT_EQ(::pread(reader.get(), old.data(), old.size(), ChunkStore::kDataOffset), static_cast<ssize_t>(old.size()));
-    EXPECT_EQ(old, data);
+    EXPECT_EQ(chunk_bytes_through(reader, data.size()), data);
     // Written again, it is a new chunk with only the new bytes.
     ASSERT_TRUE((*st)->write(id, 65536, std::span(data).first(1000)).ok());
     std::vector<uint8_t> out(200000, 0xff);
