@@ -501,6 +501,10 @@ Status InodeClient::lost_create(uint64_t ino) { return deleg_ ? deleg_->error_of
 Status InodeClient::flush(Handle& h) {
     // A delegated create still queued is not waited for: close-to-open holds all the same, as
     // another node's lookup recalls the directory first. One known to have failed is said.
+    // A reader's close settles nothing: close-to-open asks it of the writers' closes, and a
+    // reader would otherwise wait for another process's writes and move the file's mtime
+    // (jobfs-fuse: the kernel then drops its cached pages, also while a write is on its way).
+    if (!writable(h.flags)) return lost_create(h.node->ino);
     Status settled = settle(*h.node);
     Status lost = lost_create(h.node->ino);
     return lost.ok() ? settled : lost;
@@ -529,6 +533,9 @@ Status InodeClient::release(std::unique_ptr<Handle> h) {
     // The data of an unlinked file goes with its last handle; nobody can open it again.
     if (n->unlinked) (void)land(*n); // none may land after the removal
     if (n->unlinked) return last ? io_->remove_file(n->ino) : Status::OK();
+    // As at flush: a reader's handle has nothing of its own to settle while others hold the
+    // file (the writers' handles settle theirs).
+    if (!writable(h->flags) && !last) return Status::OK();
     return settle(*n);
 }
 

@@ -212,6 +212,9 @@ struct Fs {
     // Files this mount took fcntl locks on: a flush (a close) of them gives back the closing
     // owner's locks. (Never emptied: at most one more request per close of such a file.)
     std::unordered_set<uint64_t> posix_locked;
+    std::mutex cache_writers_mu; // guards cache_writers
+    // Inodes with handles open for writing through the page cache, and how many (open_keeps_cache).
+    std::unordered_map<uint64_t, int> cache_writers;
 };
 
 Fs& fs_of(fuse_req_t req) { return *static_cast<Fs*>(fuse_req_userdata(req)); }
@@ -530,24 +533,64 @@ unsigned direct_io(const Fs& fs, const Handle& h) {
     return (h.flags & O_ACCMODE) != O_RDONLY && jobfs::fuse::session_direct_mmap_offered() ? 1 : 0;
 }
 
-// Opens for the kernel: the handle, and fresh attributes for close-to-open consistency.
-void finish_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, std::unique_ptr<Handle> h) {
+// Whether the kernel writes through the page cache for this handle: a writable handle that is
+// not direct, without the writeback cache (which writes back dirty pages instead).
+bool writes_through_cache(const Fs& fs, const Handle& h) {
+    return (h.flags & O_ACCMODE) != O_RDONLY && !direct_io(fs, h) && !fs.writeback;
+}
+
+// Whether an open keeps the file's cached pages, and counts h in Fs::cache_writers (before the
+// reply: the kernel may write through it at once). An open drops the pages (close-to-open: they
+// may be from before another node's close) unless a process of this node has the file open for
+// writing through the page cache. Then the pages hold that writer's bytes, and dropping them
+// while one of its writes is on its way would lose it for readers here: the kernel's
+// write-through path copies the write into the pages and unlocks them before it sends it to us,
+// so a reader that refills a dropped page meanwhile gets the bytes from before the write, and
+// the stale page stays after the write returned (posix_check, "a process rereading a page
+// sees every write", failed 2 of 30 times so with -o no_direct_writes). Another node's change
+// is still found: the open drops the attributes (finish_open), and a changed mtime or size
+// drops the pages at the next read (FUSE_CAP_AUTO_INVAL_DATA).
+bool open_keeps_cache(Fs& fs, uint64_t ino, const Handle& h) {
+    std::lock_guard lock(fs.cache_writers_mu);
+    auto it = fs.cache_writers.find(ino);
+    const bool keep = it != fs.cache_writers.end();
+    if (writes_through_cache(fs, h)) ++fs.cache_writers[ino];
+    return keep;
+}
+
+// h is gone (released, or its open interrupted): counts it out of Fs::cache_writers.
+void forget_cache_writer(Fs& fs, uint64_t ino, const Handle& h) {
+    if (!writes_through_cache(fs, h)) return;
+    std::lock_guard lock(fs.cache_writers_mu);
+    auto it = fs.cache_writers.find(ino);
+    if (it != fs.cache_writers.end() && --it->second == 0) fs.cache_writers.erase(it);
+}
+
+// Gives the kernel an open handle (open and create): fi->fh is h if the reply arrived, else h is
+// released here (the opener was interrupted: no release will come for it).
+void reply_handle(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, std::unique_ptr<Handle> h,
+                 const fuse_entry_param* created) {
     Fs& fs = fs_of(req);
-    // The kernel may hold attributes (the size) from before another node's close: drop them,
-    // so that the next stat or read past the cached size asks us. Cached pages go too, as the
-    // reply does not set keep_cache. Only attributes (offset -1): no page lock is taken, so
-    // this is safe from inside the open.
-    fuse_lowlevel_notify_inval_inode(fs.session, ino, -1, 0);
-    fi->keep_cache = 0;
+    fi->keep_cache = open_keeps_cache(fs, ino, *h) ? 1 : 0;
     fi->direct_io = direct_io(fs, *h);
     fi->fh = reinterpret_cast<uint64_t>(h.get());
-    if (fuse_reply_open(req, fi) == 0) {
+    if ((created ? fuse_reply_create(req, created, fi) : fuse_reply_open(req, fi)) == 0) {
         h.release(); // the kernel owns it until release
     } else {
-        // The opener was interrupted: no release will come for this handle.
+        forget_cache_writer(fs, ino, *h);
         Status s = fs.client->release(std::move(h));
-        if (!s.ok()) log_error("open (interrupted)", ino, s);
+        if (!s.ok()) log_error(created ? "create (interrupted)" : "open (interrupted)", ino, s);
     }
+}
+
+// Opens for the kernel: the handle, and fresh attributes for close-to-open consistency.
+void finish_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, std::unique_ptr<Handle> h) {
+    // The kernel may hold attributes (the size) from before another node's close: drop them,
+    // so that the next stat or read past the cached size asks us. Cached pages go too unless
+    // open_keeps_cache says otherwise. Only attributes (offset -1): no page lock is taken, so
+    // this is safe from inside the open.
+    fuse_lowlevel_notify_inval_inode(fs_of(req).session, ino, -1, 0);
+    reply_handle(req, ino, fi, std::move(h), nullptr);
 }
 
 void jf_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -579,15 +622,7 @@ void jf_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     e.attr = to_stat(r->first);
     e.attr_timeout = fs.attr_timeout;
     e.entry_timeout = fs.entry_timeout;
-    fi->keep_cache = 0;
-    fi->direct_io = direct_io(fs, *r->second);
-    fi->fh = reinterpret_cast<uint64_t>(r->second.get());
-    if (fuse_reply_create(req, &e, fi) == 0) {
-        r->second.release();
-    } else {
-        Status s = fs.client->release(std::move(r->second));
-        if (!s.ok()) log_error("create (interrupted)", parent, s);
-    }
+    reply_handle(req, e.ino, fi, std::move(r->second), &e);
 }
 
 void jf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -764,6 +799,7 @@ void jf_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // (Its writes landed at the flush of the close that ended it.)
     if (fi->flock_release && fs_of(req).cluster_locks) give_back(req, ino, fi->lock_owner, true);
     std::unique_ptr<Handle> h(handle_of(fi));
+    forget_cache_writer(fs_of(req), ino, *h);
     Status s = fs_of(req).client->release(std::move(h));
     if (!s.ok()) log_error("release", ino, s); // nobody waits for this answer
     fuse_reply_err(req, 0);

@@ -252,7 +252,10 @@ static int case_mmap_and_write_coherent(void) {
 /* A process that keeps rereading a page while another rewrites it sees each write with the first
  * read that starts after the write returned. (jobfs-fuse: the writer's pages bypass the page
  * cache, and a reread that refilled the cache while a write was on its way must not keep its
- * stale page.) */
+ * stale page. The reader opens the file afresh for every read: with -o no_direct_writes the
+ * kernel writes through the pages, and an open that dropped them, or a close that moved the
+ * file's mtime so that the next read dropped them, while a write was on its way left a page
+ * from before it in the cache.) */
 static int case_reread_sees_every_write(void) {
     enum { kRounds = 400, kWrite = 1 << 20 }; /* large writes: long on their way */
     static unsigned char block[kWrite];
@@ -262,9 +265,11 @@ static int case_reread_sees_every_write(void) {
     OK(write_all(wfd, block, sizeof block));
     pid_t pid = fork();
     if (pid == 0) { /* keeps the page in the page cache, until killed */
-        int fd = open("reread", O_RDONLY);
-        for (;;)
+        for (;;) {
+            int fd = open("reread", O_RDONLY);
             if (fd < 0 || pread(fd, page, sizeof page, 0) < 0) _exit(1);
+            close(fd);
+        }
     }
     OK(pid);
     rfd = open("reread", O_RDONLY);
