@@ -499,12 +499,16 @@ Status InodeClient::settle_size(OpenInode& n) {
 Status InodeClient::lost_create(uint64_t ino) { return deleg_ ? deleg_->error_of(ino) : Status::OK(); }
 
 Status InodeClient::flush(Handle& h) {
-    // A delegated create still queued is not waited for: close-to-open holds all the same, as
-    // another node's lookup recalls the directory first. One known to have failed is said.
     // A reader's close settles nothing: close-to-open asks it of the writers' closes, and a
     // reader would otherwise wait for another process's writes and move the file's mtime
     // (jobfs-fuse: the kernel then drops its cached pages, also while a write is on its way).
     if (!writable(h.flags)) return lost_create(h.node->ino);
+    return settle_file(h);
+}
+
+Status InodeClient::settle_file(Handle& h) {
+    // A delegated create still queued is not waited for: close-to-open holds all the same, as
+    // another node's lookup recalls the directory first. One known to have failed is said.
     Status settled = settle(*h.node);
     Status lost = lost_create(h.node->ino);
     return lost.ok() ? settled : lost;

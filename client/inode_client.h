@@ -180,7 +180,12 @@ public:
     // node's appends included), whatever offset says (see append), unless `at_offset`: the
     // kernel writing back the pages of a shared mapping through whichever handle it picks.
     Status write(Handle& h, uint64_t offset, std::span<const uint8_t> data, bool at_offset = false);
-    Status flush(Handle& h); // settles the size (close(2) of one descriptor)
+    // close(2) of one descriptor: a writable handle lands and settles what this process wrote
+    // to the file (close-to-open); a reader's settles nothing.
+    Status flush(Handle& h);
+    // Lands and settles what this process wrote to h's file through any of its handles, whatever
+    // h's mode: before a lock is given back, through whichever descriptor that happens.
+    Status settle_file(Handle& h);
     Status fsync(Handle& h); // data durable on the daemons, size settled
     // The last handle of an inode settles its size, or removes the data of an unlinked file.
     Status release(std::unique_ptr<Handle> h);

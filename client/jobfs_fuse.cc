@@ -748,7 +748,7 @@ void jf_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* 
 // Before a lock is given back: this mount's writes to the file are at the daemons, its size
 // settled (lock_wait). 0 or an errno.
 int settle_before_unlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    Status s = fs_of(req).client->flush(*handle_of(fi));
+    Status s = fs_of(req).client->settle_file(*handle_of(fi));
     if (s.ok()) return 0;
     if (worth_logging(s)) log_error("unlock", ino, s);
     return s.to_errno();
@@ -789,16 +789,23 @@ void jf_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         locked = fs.posix_locked.count(ino) != 0;
     }
     // The file's writes land (and its size is settled) before its locks go: another node that
-    // takes one next reads what was written under it.
-    Status flushed = fs.client->flush(*handle_of(fi));
+    // takes one next reads what was written under it, also through other descriptors than
+    // the one whose close gives the locks back (a reader's close alone settles nothing).
+    Handle& h = *handle_of(fi);
+    Status flushed = locked ? fs.client->settle_file(h) : fs.client->flush(h);
     if (locked) give_back(req, ino, fi->lock_owner, false);
     reply_status(req, "flush", ino, flushed);
 }
 
 void jf_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    // (Its writes landed at the flush of the close that ended it.)
-    if (fi->flock_release && fs_of(req).cluster_locks) give_back(req, ino, fi->lock_owner, true);
     std::unique_ptr<Handle> h(handle_of(fi));
+    if (fi->flock_release && fs_of(req).cluster_locks) {
+        // What the flock lock protected lands first, written through whichever descriptor
+        // (the flush of a reader's close settled nothing).
+        Status s = fs_of(req).client->settle_file(*h);
+        if (!s.ok() && worth_logging(s)) log_error("release of a flock lock", ino, s);
+        give_back(req, ino, fi->lock_owner, true);
+    }
     forget_cache_writer(fs_of(req), ino, *h);
     Status s = fs_of(req).client->release(std::move(h));
     if (!s.ok()) log_error("release", ino, s); // nobody waits for this answer

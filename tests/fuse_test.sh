@@ -330,6 +330,18 @@ check "locks: another mount rewrites them under a write lock, and gives it back"
 wait "$hold"
 check "locks: the reader's read lock after it reads the new bytes (not its cached ones)" \
   sh -c "[ \"\$(sed -n 2p '$tmp/reread.out')\" = 'new new new' ]"
+# The same with flock, the bytes written through another descriptor than the one whose close
+# gives the lock back (a read-only one: its close alone settles nothing), and appended, so that
+# the reader needs the settled size too.
+printf 'old\n' > fguarded
+$LOCKPY "$tmp/mntlk/fguarded" flock-reread 0 100 "$tmp/frewritten" > "$tmp/freread.out" &
+hold=$!
+checkf "flock: the reader read the old bytes" wait_for 5 grep -q '^old $' "$tmp/freread.out"
+check "flock: another mount appends under a flock of a read-only descriptor, and closes that one" \
+  $LOCKPY "$mnt2/fguarded" flock-rewrite 4 'new' "$tmp/frewritten"
+wait "$hold"
+check "flock: the reader's shared flock after it reads the appended bytes" \
+  sh -c "[ \"\$(sed -n 2p '$tmp/freread.out')\" = 'old new' ]"
 check "the caching mount: unmount" fusermount3 -u "$tmp/mntlk"
 check "no lock is left at the daemons ($(locks))" test "$(locks)" -eq 0
 # A mount that dies holding a lock: its connection is gone, and the daemons let its locks go.

@@ -13,6 +13,14 @@
                                               then create file MARK and stay 2 s
   fcntl_lock.py FILE reread START LEN MARK    print the bytes; once file MARK exists, take a read
                                               lock on them and print them again (the same open file)
+  fcntl_lock.py FILE flock-rewrite START TEXT MARK
+                                              under an exclusive flock(2) lock of a second, read-only
+                                              descriptor, write TEXT through the first; close the
+                                              read-only one (which gives the lock back), then
+                                              create file MARK and stay 2 s
+  fcntl_lock.py FILE flock-reread START LEN MARK
+                                              reread with a shared flock(2) lock; the bytes are
+                                              printed with newlines as spaces
 LEN 0 is to the end of the file."""
 import fcntl
 import os
@@ -21,7 +29,7 @@ import sys
 import time
 
 path, op, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
-length = int(sys.argv[4]) if op != "rewrite" else 0
+length = int(sys.argv[4]) if op not in ("rewrite", "flock-rewrite") else 0
 fd = os.open(path, os.O_RDWR)
 if op in ("hold", "flock-hold"):
     if op == "hold":
@@ -60,5 +68,18 @@ elif op == "reread":
         time.sleep(0.02)
     fcntl.lockf(fd, fcntl.LOCK_SH, length, start)
     print(os.pread(fd, length, start).decode(), flush=True)
+elif op == "flock-rewrite":
+    ro = os.open(path, os.O_RDONLY)
+    fcntl.flock(ro, fcntl.LOCK_EX)
+    os.pwrite(fd, sys.argv[4].encode(), start)
+    os.close(ro)
+    open(sys.argv[5], "w").close()
+    time.sleep(2)
+elif op == "flock-reread":
+    print(os.pread(fd, length, start).decode().replace("\n", " "), flush=True)
+    while not os.path.exists(sys.argv[5]):
+        time.sleep(0.02)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    print(os.pread(fd, length, start).decode().replace("\n", " "), flush=True)
 else:
     sys.exit("fcntl_lock.py: unknown operation " + op)
