@@ -51,6 +51,13 @@ protected:
         ASSERT_TRUE(cl.ok()) << cl.status().to_string();
         client = std::move(*cl);
     }
+    // jobfs-fuse's client, with 64 MiB of write-behind per file: every write of these tests
+    // fits, so write returns at once.
+    Result<std::unique_ptr<InodeClient>> write_behind_client() {
+        InodeClientOptions o;
+        o.write_behind_bytes = 64 << 20;
+        return InodeClient::connect(cluster->info(), o);
+    }
     void TearDown() override {
         client.reset();
         cluster.reset();
@@ -662,9 +669,7 @@ TEST_F(ClientTest, WriteBehindReadsItsOwnWritesAndReportsFailuresLater) {
 // through another handle of this process at once, and a truncate cuts them all (none lands
 // after it and shows through a later extension); the size is settled at release.
 TEST_F(ClientTest, InodeClientWriteBehindIsSeenByEveryHandleAndCutByATruncate) {
-    InodeClientOptions o;
-    o.write_behind_bytes = 64 << 20; // every piece below fits: write returns at once
-    auto ic = InodeClient::connect(cluster->info(), o);
+    auto ic = write_behind_client();
     ASSERT_TRUE(ic.ok()) << ic.status().to_string();
     const proto::Cred root{0, 0, {}};
     constexpr uint64_t kPiece = 1 << 20, kPieces = 32;
@@ -726,9 +731,7 @@ TEST_F(ClientTest, InodeClientWriteBehindIsSeenByEveryHandleAndCutByATruncate) {
 // sees every write" failed so with -o no_direct_writes). settle_file through the same reader
 // does (an unlock), as does the writer's close.
 TEST_F(ClientTest, InodeClientReadersCloseLeavesTheWritersUnsettled) {
-    InodeClientOptions o;
-    o.write_behind_bytes = 64 << 20;
-    auto ic = InodeClient::connect(cluster->info(), o);
+    auto ic = write_behind_client();
     ASSERT_TRUE(ic.ok()) << ic.status().to_string();
     const proto::Cred root{0, 0, {}};
     auto w = (*ic)->create(root, kRootIno, "unsettled", 0644, O_WRONLY | O_CREAT);
@@ -764,9 +767,7 @@ TEST_F(ClientTest, InodeClientReadersCloseLeavesTheWritersUnsettled) {
 // A small write into a large one still on its way must not land first (posix_check under ASan
 // read "0123456789" back after pwrite(fd, "AB", 2, 4)): overlapping writes keep their order.
 TEST_F(ClientTest, InodeClientWriteBehindKeepsOverlappingWritesInOrder) {
-    InodeClientOptions o;
-    o.write_behind_bytes = 64 << 20;
-    auto ic = InodeClient::connect(cluster->info(), o);
+    auto ic = write_behind_client();
     ASSERT_TRUE(ic.ok()) << ic.status().to_string();
     const proto::Cred root{0, 0, {}};
     auto w = (*ic)->create(root, kRootIno, "order", 0644, O_RDWR | O_CREAT);
