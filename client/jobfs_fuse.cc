@@ -552,8 +552,7 @@ bool writes_through_cache(const Fs& fs, const Handle& h) {
 // drops the pages at the next read (FUSE_CAP_AUTO_INVAL_DATA).
 bool open_keeps_cache(Fs& fs, uint64_t ino, const Handle& h) {
     std::lock_guard lock(fs.cache_writers_mu);
-    auto it = fs.cache_writers.find(ino);
-    const bool keep = it != fs.cache_writers.end();
+    const bool keep = fs.cache_writers.contains(ino);
     if (writes_through_cache(fs, h)) ++fs.cache_writers[ino];
     return keep;
 }
