@@ -606,27 +606,10 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
 
 void FileIO::read_ahead(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset, uint64_t length,
                         const proto::ChainTable& t, bool cold) const {
-    constexpr uint64_t kMinAhead = 4u << 20, kMaxAhead = 32u << 20;
-    const uint64_t end = offset + length;
-    uint64_t from = 0, to = 0;
-    {
-        std::lock_guard lock(seq_mu_);
-        if (sequential_.size() > 4096) sequential_.clear();
-        Sequential& s = sequential_[ino];
-        const bool in_sequence = s.next == offset && offset > 0;
-        s.next = end;
-        if (cold) s.cached = false;
-        if (!in_sequence || s.cached) {
-            s.ahead = end;
-            return;
-        }
-        from = std::max(s.ahead, end);
-        to = std::min(file_size, end + std::clamp(2 * length, kMinAhead, kMaxAhead));
-        if (from >= to) return;
-        s.ahead = to;
-    }
+    const SequentialReads::Range ahead = sequential_.after_read(ino, offset, length, file_size, cold);
+    if (ahead.empty()) return;
     bool asked = false, local = false;
-    for (const ChunkPiece& p : split_range(from, to - from, layout.chunk_size)) {
+    for (const ChunkPiece& p : split_range(ahead.from, ahead.to - ahead.from, layout.chunk_size)) {
         const int rank = local_replica(ino, p.chunk_index, read_chain(ino, p.chunk_index, layout, t));
         if (rank < 0) continue;
         asked = local_->prefetch(static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length) || asked;
@@ -634,10 +617,7 @@ void FileIO::read_ahead(uint64_t ino, const Layout& layout, uint64_t file_size, 
     }
     // All of it in the page cache already: a hot file, read ahead again once a read finds
     // something that is not.
-    if (local && !asked) {
-        std::lock_guard lock(seq_mu_);
-        sequential_[ino].cached = true;
-    }
+    if (local && !asked) sequential_.found_cached(ino);
 }
 
 Status FileIO::truncate_chunks(uint64_t ino, const Layout& layout, uint64_t old_size, uint64_t new_size) const {

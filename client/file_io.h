@@ -33,6 +33,7 @@
 
 #include "client/layout.h"
 #include "client/local_reads.h"
+#include "client/sequential_reads.h"
 #include "client/stall_watch.h"
 #include "daemon_protocol.h"
 #include "result.h"
@@ -162,11 +163,11 @@ private:
     // timeout (taken offline, yet alive) still completes the call within its deadline.
     void leave_out_offline() const;
     proto::ChainTable current_table() const; // fetched once if never
-    // Read-ahead (local reads only): a read that starts where the previous read of the file
-    // ended asks the disks of this node for the chunk ranges that follow it (LocalReads::prefetch),
-    // up to twice its length (4 to 32 MiB) ahead, each range once. A restart reading its
-    // checkpoint back sequentially then keeps the disk busy while it copies. A file found all
-    // in the page cache is not read ahead until a read of it finds bytes that are not.
+    // Read-ahead (local reads only): a read that continues a sequential run of reads of the
+    // file asks the disks of this node for the chunk ranges that follow it
+    // (LocalReads::prefetch), as SequentialReads says. A restart reading its checkpoint back
+    // sequentially then keeps the disk busy while it copies. A file found all in the page
+    // cache is not read ahead until a read of it finds bytes that are not.
     // `cold`: some of the read just done was not in the page cache.
     void read_ahead(uint64_t ino, const Layout& layout, uint64_t file_size, uint64_t offset, uint64_t length,
                     const proto::ChainTable& t, bool cold) const;
@@ -177,14 +178,7 @@ private:
     ReconnectFn reconnect_;
     std::shared_ptr<LocalReads> local_;
     mutable std::atomic<uint64_t> local_writes_{0};
-    // Per file being read sequentially: where its last read ended, and how far it was read ahead.
-    struct Sequential {
-        uint64_t next = 0;
-        uint64_t ahead = 0;
-        bool cached = false; // what was read ahead last was all cached already: not now
-    };
-    mutable std::mutex seq_mu_;
-    mutable std::unordered_map<uint64_t, Sequential> sequential_; // by ino; forgotten past 4096 files
+    mutable SequentialReads sequential_; // what read_ahead asks for
     mutable std::atomic<uint64_t> read_turn_{0};
     mutable std::mutex table_mu_;
     mutable proto::ChainTable table_;

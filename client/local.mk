@@ -6,6 +6,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
 	client/file_io.h client/file_io.cc \
 	client/local_reads.h client/local_reads.cc \
+	client/sequential_reads.h client/sequential_reads.cc \
 	client/write_arena.h client/write_arena.cc \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
@@ -32,6 +33,13 @@ tests_unit_stall_watch_test_SOURCES = tests/unit/stall_watch_test.cc
 tests_unit_stall_watch_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_stall_watch_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/stall_watch_test
+
+# Read-ahead of sequential readers (no daemons: the ranges it asks for).
+check_PROGRAMS += tests/unit/sequential_reads_test
+tests_unit_sequential_reads_test_SOURCES = tests/unit/sequential_reads_test.cc
+tests_unit_sequential_reads_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_sequential_reads_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/sequential_reads_test
 
 # Local reads: a real LocalReadServer and ChunkStore in the test, the reader of client/.
 check_PROGRAMS += tests/unit/local_reads_test
