@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -46,12 +47,18 @@ bool pread_all(int fd, uint8_t* p, size_t n, uint64_t off) {
 
 } // namespace
 
-struct LocalReads::Daemon {
-    std::mutex mu; // guards sock, next_try and token; a request and its reply go under it
+// One connection to a daemon's socket: a request and its reply go under mu.
+struct LocalReads::Conn {
+    std::mutex mu; // guards the rest
     int sock = -1;
     Clock::time_point next_try{};
-    uint64_t token = 0; // the write arena's, on this connection (0: not handed over)
+    uint64_t token = 0; // the write arena's, on this connection (0: not handed over); conns[0] only
     bool refused = false; // the daemon refused the arena: not asked again
+};
+
+struct LocalReads::Daemon {
+    std::array<Conn, kConnections> conns; // conns[0] carries the write arena and says whether the daemon is here
+    std::atomic<uint32_t> turn{0};        // where the next caller starts looking for a free connection
 };
 
 LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes) : secret_(std::move(secret)) {
@@ -65,27 +72,51 @@ LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_byte
 
 LocalReads::~LocalReads() {
     for (auto& d : daemons_)
-        if (d->sock >= 0) ::close(d->sock);
+        for (Conn& c : d->conns)
+            if (c.sock >= 0) ::close(c.sock);
 }
 
 uint64_t LocalReads::reads() const { return reads_.load(std::memory_order_relaxed); }
 
-bool LocalReads::available(uint32_t rank) {
-    if (rank >= daemons_.size()) return false;
-    Daemon& d = *daemons_[rank];
-    std::lock_guard lock(d.mu);
-    if (d.sock >= 0) return true;
-    if (Clock::now() < d.next_try) return false;
+bool LocalReads::connect(uint32_t rank, Conn& c) {
+    if (c.sock >= 0) return true;
+    if (Clock::now() < c.next_try) return false;
     auto s = transport::local_read_connect(transport::local_read_socket_name(secret_, rank), secret_, kConnectTimeout);
     if (!s.ok()) {
         // Not on this node (the usual case for most daemons of a job), or refused.
-        if (s.status().code() != Code::not_found) JOBFS_INFO("local reads from daemon %u: %s", rank, s.status().message().c_str());
-        d.next_try = Clock::now() + kRetryAfter;
+        if (s.status().code() != Code::not_found && &c == &daemons_[rank]->conns[0])
+            JOBFS_INFO("local reads from daemon %u: %s", rank, s.status().message().c_str());
+        c.next_try = Clock::now() + kRetryAfter;
         return false;
     }
-    d.sock = *s;
-    JOBFS_DEBUG("local reads from daemon %u", rank);
+    c.sock = *s;
     return true;
+}
+
+bool LocalReads::available(uint32_t rank) {
+    if (rank >= daemons_.size()) return false;
+    Conn& c = daemons_[rank]->conns[0];
+    // In use by another reader: connected, and not to be waited for.
+    std::unique_lock lock(c.mu, std::try_to_lock);
+    if (!lock.owns_lock()) return true;
+    return connect(rank, c);
+}
+
+std::unique_lock<std::mutex> LocalReads::take(uint32_t rank, Conn** out) {
+    Daemon& d = *daemons_[rank];
+    const uint32_t start = d.turn.fetch_add(1, std::memory_order_relaxed);
+    for (uint32_t k = 0; k < kConnections; ++k) {
+        Conn& c = d.conns[(start + k) % kConnections];
+        std::unique_lock lock(c.mu, std::try_to_lock);
+        if (lock.owns_lock()) {
+            *out = &c;
+            return lock;
+        }
+    }
+    // All busy: wait for one.
+    Conn& c = d.conns[start % kConnections];
+    *out = &c;
+    return std::unique_lock(c.mu);
 }
 
 namespace {
@@ -103,11 +134,12 @@ void drop(int& sock, Clock::time_point& next_try, uint64_t& token, const Status&
 } // namespace
 
 Result<transport::LocalReply> LocalReads::call(uint32_t rank, const transport::LocalRequest& req) {
-    Daemon& d = *daemons_.at(rank);
-    std::lock_guard lock(d.mu);
-    if (d.sock < 0) return Status(Code::peer_gone, "no local-read connection to daemon " + std::to_string(rank));
-    auto r = transport::local_read_call(d.sock, req);
-    if (!r.ok()) drop(d.sock, d.next_try, d.token, r.status());
+    if (rank >= daemons_.size()) return Status(Code::invalid, "no daemon " + std::to_string(rank));
+    Conn* c = nullptr;
+    const auto lock = take(rank, &c);
+    if (!connect(rank, *c)) return Status(Code::peer_gone, "no local-read connection to daemon " + std::to_string(rank));
+    auto r = transport::local_read_call(c->sock, req);
+    if (!r.ok()) drop(c->sock, c->next_try, c->token, r.status());
     return r;
 }
 
@@ -116,7 +148,7 @@ uint64_t LocalReads::arena_token(uint32_t rank) {
     // Twice: a connection broken since its last use (the daemon restarted) is made afresh.
     for (int attempt = 0; attempt < 2; ++attempt) {
         if (!available(rank)) return 0;
-        Daemon& d = *daemons_[rank];
+        Conn& d = daemons_[rank]->conns[0];
         std::lock_guard lock(d.mu);
         if (d.token || d.refused) return d.token;
         if (d.sock < 0) continue;
@@ -143,7 +175,7 @@ uint64_t LocalReads::arena_token(uint32_t rank) {
 
 void LocalReads::forget_arena(uint32_t rank, uint64_t token) {
     if (rank >= daemons_.size()) return;
-    Daemon& d = *daemons_[rank];
+    Conn& d = daemons_[rank]->conns[0];
     std::lock_guard lock(d.mu);
     if (d.token == token) d.token = 0;
 }
@@ -237,27 +269,31 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
     // Each range's answer, or why it got none (empty after the questions: asked, answer to come).
     std::vector<std::optional<Result<transport::LocalReply>>> replies(ranges.size());
     {
-        // Every daemon asked is ours from the first question to the last answer. Locked in rank
-        // order, so that two readers never wait for each other.
+        // A connection to every daemon asked is ours from the first question to the last
+        // answer. Taken in rank order, so that two readers never wait for each other.
         std::vector<uint32_t> ranks;
         for (const Range& r : ranges)
             if (r.rank < daemons_.size()) ranks.push_back(r.rank);
         std::sort(ranks.begin(), ranks.end());
         ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
         std::vector<std::unique_lock<std::mutex>> held;
+        std::vector<Conn*> conn_of(daemons_.size(), nullptr); // by rank: the connection taken
         held.reserve(ranks.size());
-        for (uint32_t r : ranks) held.emplace_back(daemons_[r]->mu);
+        for (uint32_t r : ranks) {
+            held.push_back(take(r, &conn_of[r]));
+            if (!connect(r, *conn_of[r])) conn_of[r] = nullptr;
+        }
         for (size_t i = 0; i < ranges.size(); ++i) {
             const Range& r = ranges[i];
             if (r.rank >= daemons_.size() || r.chain.size() > transport::kLocalMaxChain) {
                 replies[i] = Status(Code::invalid, r.rank < daemons_.size() ? "chain too long" : "no such daemon");
                 continue;
             }
-            Daemon& d = *daemons_[r.rank];
-            if (d.sock < 0) {
+            if (!conn_of[r.rank]) {
                 replies[i] = Status(Code::peer_gone, "no local-read connection to the daemon");
                 continue;
             }
+            Conn& d = *conn_of[r.rank];
             const Status s = transport::local_read_send_request(d.sock, describe_request(r));
             if (!s.ok()) {
                 drop(d.sock, d.next_try, d.token, s);
@@ -266,7 +302,7 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
         }
         for (size_t i = 0; i < ranges.size(); ++i) {
             if (replies[i]) continue; // not asked
-            Daemon& d = *daemons_[ranges[i].rank];
+            Conn& d = *conn_of[ranges[i].rank];
             if (d.sock < 0) { // a failure of another range's question or answer closed it
                 replies[i] = Status(Code::peer_gone, "the local-read connection to the daemon broke");
                 continue;

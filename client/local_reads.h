@@ -123,9 +123,20 @@ public:
     // arena over again next time.
     void forget_arena(uint32_t rank, uint64_t token);
 
+    // Connections kept to each daemon of this node, made as concurrent readers need them: the
+    // daemon answers each connection's requests in turn, on one of its threads
+    // (server/local_read_server.h), so that threads reading at once are not queued behind one
+    // another's describes (and the checksum reads some of them wait for).
+    static constexpr uint32_t kConnections = 4;
+
 private:
+    struct Conn;
     struct Daemon;
-    // One request over daemon `rank`'s socket; a failure (not the daemon's error answer) closes it.
+    // Connects c to daemon `rank` unless it is connected; whether it is. c.mu is held.
+    bool connect(uint32_t rank, Conn& c);
+    // A connection to daemon `rank` for one caller: a free one if any, else the caller waits for one.
+    std::unique_lock<std::mutex> take(uint32_t rank, Conn** out);
+    // One request over a connection to daemon `rank`; a failure (not the daemon's error answer) closes it.
     Result<transport::LocalReply> call(uint32_t rank, const transport::LocalRequest& req);
     // A chunk's file, open read-only, and where the chunk's bytes start in it.
     struct ChunkFile {

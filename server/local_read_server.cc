@@ -17,7 +17,8 @@ namespace jobfs::server {
 
 namespace {
 
-constexpr size_t kMaxConnections = 1024; // readers of the node: processes times their clients
+// Readers of the node: processes times their clients times their connections to each daemon.
+constexpr size_t kMaxConnections = 4096;
 
 // Compares without stopping at the first difference, so that timing tells nothing of the secret.
 // (Its length is no secret.)
@@ -34,27 +35,41 @@ Result<std::unique_ptr<LocalReadServer>> LocalReadServer::start(ChunkStore& stor
                                                                 ReadGate gate, WriteArenas* arenas) {
     auto l = transport::local_read_listen(transport::local_read_socket_name(secret, rank));
     if (!l.ok()) return l.status();
-    int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake < 0) {
-        const int e = errno;
-        ::close(*l);
-        return Status::from_errno(e, "local-read server eventfd");
+    // The eventfds: stop, then each thread's wake-up. On a failure, those made so far are closed.
+    std::vector<int> fds;
+    for (unsigned i = 0; i <= kThreads; ++i) {
+        const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (fd < 0) {
+            const int e = errno;
+            for (int f : fds) ::close(f);
+            ::close(*l);
+            return Status::from_errno(e, "local-read server eventfd");
+        }
+        fds.push_back(fd);
     }
-    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, std::move(gate), arenas, *l, wake));
-    s->thread_ = std::thread([p = s.get()] { p->run(); });
+    std::unique_ptr<LocalReadServer> s(new LocalReadServer(store, secret, std::move(gate), arenas, *l, fds[0]));
+    for (unsigned i = 0; i < kThreads; ++i) s->pollers_[i].wake = fds[i + 1];
+    for (unsigned i = 0; i < kThreads; ++i) s->pollers_[i].thread = std::thread([p = s.get(), i] { p->run(i); });
+    s->acceptor_ = std::thread([p = s.get()] { p->accept_connections(); });
     return s;
 }
 
 LocalReadServer::LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, WriteArenas* arenas, int listener,
-                                 int wake)
-    : store_(store), secret_(std::move(secret)), gate_(std::move(gate)), arenas_(arenas), listener_(listener), wake_(wake) {}
+                                 int stop)
+    : store_(store), secret_(std::move(secret)), gate_(std::move(gate)), arenas_(arenas), listener_(listener), stop_(stop) {}
 
 LocalReadServer::~LocalReadServer() {
     uint64_t one = 1;
-    (void)!::write(wake_, &one, sizeof one);
-    if (thread_.joinable()) thread_.join();
+    (void)!::write(stop_, &one, sizeof one);
+    if (acceptor_.joinable()) acceptor_.join();
+    for (Poller& p : pollers_)
+        if (p.thread.joinable()) p.thread.join();
+    for (Poller& p : pollers_) {
+        for (int fd : p.incoming) ::close(fd);
+        if (p.wake >= 0) ::close(p.wake);
+    }
     ::close(listener_);
-    ::close(wake_);
+    ::close(stop_);
 }
 
 transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req, int passed, Conn& c) {
@@ -120,17 +135,46 @@ void LocalReadServer::close_connection(Conn& c) {
     for (uint64_t token : c.arenas) arenas_->unmap(token);
     c.arenas.clear();
     ::close(c.fd);
+    connections_.fetch_sub(1);
 }
 
-void LocalReadServer::run() {
+void LocalReadServer::accept_connections() {
+    unsigned next = 0; // the thread the next connection goes to
+    for (;;) {
+        pollfd fds[2] = {{stop_, POLLIN, 0}, {listener_, static_cast<short>(connections_.load() < kMaxConnections ? POLLIN : 0), 0}};
+        // At the limit, looks again now and then for connections that went away.
+        if (::poll(fds, 2, fds[1].events ? -1 : 100) < 0) {
+            if (errno == EINTR) continue;
+            JOBFS_ERROR("local reads: poll: %s; no new readers", std::strerror(errno));
+            break;
+        }
+        if (fds[0].revents) break;
+        if (!(fds[1].revents & POLLIN)) continue;
+        const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        connections_.fetch_add(1);
+        Poller& p = pollers_[next++ % kThreads];
+        {
+            std::lock_guard lock(p.mu);
+            p.incoming.push_back(fd);
+        }
+        uint64_t one = 1;
+        (void)!::write(p.wake, &one, sizeof one);
+    }
+}
+
+void LocalReadServer::run(unsigned self) {
+    Poller& me = pollers_[self];
     std::vector<Conn> conns;
     std::vector<pollfd> fds;
     const size_t prefix = std::strlen(transport::kLocalReadHello);
     std::vector<char> buf(prefix + secret_.size() + sizeof(transport::LocalRequest) + 64);
+    // fds: stop, wake, connections.
+    constexpr size_t kFirstConn = 2;
     for (;;) {
         fds.clear();
-        fds.push_back({wake_, POLLIN, 0});
-        fds.push_back({listener_, static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
+        fds.push_back({stop_, POLLIN, 0});
+        fds.push_back({me.wake, POLLIN, 0});
         for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
         if (::poll(fds.data(), fds.size(), -1) < 0) {
             if (errno == EINTR) continue;
@@ -140,7 +184,7 @@ void LocalReadServer::run() {
         if (fds[0].revents) break;
         std::vector<size_t> gone;
         for (size_t i = 0; i < conns.size(); ++i) {
-            const short ev = fds[i + 2].revents;
+            const short ev = fds[i + kFirstConn].revents;
             if (!ev) continue;
             Conn& c = conns[i];
             transport::UniqueFd passed; // a descriptor that came with the packet: closed here whatever it was for
@@ -177,8 +221,11 @@ void LocalReadServer::run() {
             conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(*it));
         }
         if (fds[1].revents & POLLIN) {
-            int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-            if (c >= 0) conns.push_back(Conn{c, false, {}});
+            uint64_t count;
+            (void)!::read(me.wake, &count, sizeof count);
+            std::lock_guard lock(me.mu);
+            for (int fd : me.incoming) conns.push_back(Conn{fd, false, {}});
+            me.incoming.clear();
         }
     }
     for (Conn& c : conns) close_connection(c);

@@ -5,13 +5,17 @@
 // them against the CRC32Cs the daemon sent, instead of the daemon reading them and both sides
 // copying them through a socket.
 //
-// One thread polls the listening socket and every connection; each request is an open() and a
-// sendmsg(). A connection that sends a wrong hello or a malformed request is closed.
+// kThreads threads serve the connections, each polling its own share of them (one more accepts
+// new connections and deals them out in turn), so that a describe that waits for the disk (the
+// checksums of a chunk not read lately) holds up only the connections of its thread. A client keeps several connections to each daemon of its node for the same
+// reason (client/local_reads.h). Each request is answered in the order its connection sent
+// it. A connection that sends a wrong hello or a malformed request is closed.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -26,9 +30,11 @@ namespace jobfs::server {
 
 class LocalReadServer {
 public:
+    // Threads that answer requests.
+    static constexpr unsigned kThreads = 4;
     // Whether a replicated chunk may be read here now by a reader whose chain of it is `chain`,
-    // from chain table `table_version` (ChunkService::read_gate). Called on the server's thread
-    // for every read of a replicated chunk described.
+    // from chain table `table_version` (ChunkService::read_gate). Called on the server's
+    // threads, concurrently, for every read of a replicated chunk described.
     using ReadGate = std::function<Status(ChunkId id, std::span<const uint32_t> chain, uint64_t table_version)>;
 
     // Listens on local_read_socket_name(secret, rank). `store` must outlive the server. Without
@@ -37,7 +43,7 @@ public:
     // server/write_arenas.h), unmapped when their connection closes.
     static Result<std::unique_ptr<LocalReadServer>> start(ChunkStore& store, const std::string& secret, uint32_t rank,
                                                           ReadGate gate = {}, WriteArenas* arenas = nullptr);
-    ~LocalReadServer(); // stops the thread and closes every connection
+    ~LocalReadServer(); // stops the threads and closes every connection
 
     LocalReadServer(const LocalReadServer&) = delete;
     LocalReadServer& operator=(const LocalReadServer&) = delete;
@@ -51,8 +57,19 @@ private:
         bool hello = false;           // said hello with the right secret
         std::vector<uint64_t> arenas; // write arenas it mapped
     };
-    LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, WriteArenas* arenas, int listener, int wake);
-    void run();
+    // One thread's share of the connections. `incoming`: connections the first thread accepted
+    // for it, taken over at its next wake-up (eventfd `wake`).
+    struct Poller {
+        int wake = -1;
+        std::mutex mu; // guards incoming
+        std::vector<int> incoming;
+        std::thread thread;
+    };
+    LocalReadServer(ChunkStore& store, std::string secret, ReadGate gate, WriteArenas* arenas, int listener, int stop);
+    // Thread i's loop: its connections, until stop_.
+    void run(unsigned i);
+    // The acceptor's loop: new connections, each handed to the next thread in turn, until stop_.
+    void accept_connections();
     // The reply to req (and its descriptor, to close); `passed` came with the request (-1: none).
     transport::LocalReply answer(const transport::LocalRequest& req, int passed, Conn& c);
     void close_connection(Conn& c);
@@ -62,9 +79,11 @@ private:
     const ReadGate gate_;
     WriteArenas* const arenas_;
     int listener_;
-    int wake_; // eventfd: the destructor's stop signal
+    int stop_; // eventfd: the destructor's stop signal, seen by every thread (never read)
     std::atomic<uint64_t> reads_{0};
-    std::thread thread_;
+    std::atomic<size_t> connections_{0}; // open, over all threads
+    Poller pollers_[kThreads];
+    std::thread acceptor_;
 };
 
 } // namespace jobfs::server
