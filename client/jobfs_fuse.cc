@@ -1100,6 +1100,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     jobfs::client::InodeClientOptions client_options;
     client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
     client_options.local_reads = !cfg.no_local_io;
+    client_options.local_cached_reads = jobfs::client::LocalReads::CachedReads::copied; // many workers: no munmap per read
     client_options.dir_delegation = !cfg.no_dir_delegation;
     auto client = InodeClient::connect(*info, client_options);
     if (!client.ok()) {

@@ -61,7 +61,8 @@ struct LocalReads::Daemon {
     std::atomic<uint32_t> turn{0};        // where the next caller starts looking for a free connection
 };
 
-LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes) : secret_(std::move(secret)) {
+LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes, CachedReads cached_reads)
+    : secret_(std::move(secret)), cached_reads_(cached_reads) {
     for (uint32_t r = 0; r < daemons; ++r) daemons_.push_back(std::make_unique<Daemon>());
     if (arena_bytes) {
         auto a = WriteArena::create(arena_bytes);
@@ -363,7 +364,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
     if (!o.fd_ || out.size() != o.length_ || o.length_ == 0)
         return Status(Code::invalid, describe(p) + ": nothing opened to read, or a buffer of another size");
     std::optional<Status> mapped;
-    if (!o.cold_) mapped = read_mapped(o, out);
+    if (!o.cold_ && cached_reads_ == CachedReads::mapped) mapped = read_mapped(o, out);
     const Status s = mapped ? *mapped : read_copied(o, out);
     if (s.ok()) reads_.fetch_add(1, std::memory_order_relaxed);
     if (s.ok() && mapped) mapped_reads_.fetch_add(1, std::memory_order_relaxed);

@@ -54,7 +54,13 @@ public:
     // `daemons`: how many daemons the job has (ranks 0..daemons-1). `arena_bytes`: the size of
     // the write arena (0: none).
     static constexpr uint64_t kArenaBytes = 32ull << 20;
-    LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes);
+    // How ranges already in the page cache are read. `mapped` (the default): from a mapping of
+    // the chunk file (read_mapped), which is the faster way for a process with one or few
+    // reading threads. A process with many (jobfs-fuse's workers) pays for every munmap with a
+    // TLB flush on each CPU that runs one of its threads, and reads faster with pread alone.
+    enum class CachedReads { mapped, copied };
+    LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes,
+               CachedReads cached_reads = CachedReads::mapped);
     ~LocalReads();
 
     // Whether daemon `rank` runs on this node and lets us read its chunk files: connects at the
@@ -155,6 +161,7 @@ private:
     static Result<Opened> opened(const Range& range, Result<transport::LocalReply> reply);
 
     const std::string secret_;
+    const CachedReads cached_reads_;
     std::vector<std::unique_ptr<Daemon>> daemons_;
     std::unique_ptr<WriteArena> arena_;
     std::atomic<uint64_t> reads_{0}, mapped_reads_{0};

@@ -159,35 +159,41 @@ TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
         {0, length}, {0, kBlock}, {1, kBlock}, {kBlock - 1, 2}, {100, 3 * kBlock},
         {2 * kBlock + 5, 4 * kBlock}, {3 * kBlock, 2 * kBlock}, {8 * kBlock + 77, kChunk}, {length - 1, 1},
     };
-    // Each range twice: from the page cache (the file mapped), and cold (pread). A first read
-    // puts the hole's pages in the page cache too (a read of a hole caches zeros).
-    std::vector<uint8_t> all;
-    ASSERT_TRUE(read_locally(id, 0, length, all).ok());
-    const uint64_t first_reads = reader->reads(), first_mapped = reader->mapped_reads();
-    for (const bool cold : {false, true}) {
-        for (auto [off, size] : ranges) {
-            if (cold) drop_cache(id);
-            std::vector<uint8_t> got;
-            Status s = read_locally(id, off, size, got);
-            ASSERT_TRUE(s.ok()) << off << "+" << size << (cold ? " cold: " : ": ") << s.to_string();
-            std::vector<uint8_t> want(size);
-            auto n = store->read(id, off, want);
-            ASSERT_TRUE(n.ok());
-            ASSERT_EQ(*n, got.size());
-            want.resize(*n);
-            EXPECT_EQ(got, want) << off << "+" << size << (cold ? " cold" : "");
+    // Each range twice: from the page cache (the file mapped, or with pread when the reader
+    // reads cached ranges so), and cold (pread). A first read puts the hole's pages in the
+    // page cache too (a read of a hole caches zeros).
+    for (const auto mode : {LocalReads::CachedReads::mapped, LocalReads::CachedReads::copied}) {
+        SCOPED_TRACE(mode == LocalReads::CachedReads::mapped ? "cached ranges mapped" : "cached ranges copied");
+        reader = std::make_unique<LocalReads>(secret, 1, LocalReads::kArenaBytes, mode);
+        std::vector<uint8_t> all;
+        ASSERT_TRUE(read_locally(id, 0, length, all).ok());
+        const uint64_t first_reads = reader->reads(), first_mapped = reader->mapped_reads();
+        const uint64_t server_first = server->reads();
+        for (const bool cold : {false, true}) {
+            for (auto [off, size] : ranges) {
+                if (cold) drop_cache(id);
+                std::vector<uint8_t> got;
+                Status s = read_locally(id, off, size, got);
+                ASSERT_TRUE(s.ok()) << off << "+" << size << (cold ? " cold: " : ": ") << s.to_string();
+                std::vector<uint8_t> want(size);
+                auto n = store->read(id, off, want);
+                ASSERT_TRUE(n.ok());
+                ASSERT_EQ(*n, got.size());
+                want.resize(*n);
+                EXPECT_EQ(got, want) << off << "+" << size << (cold ? " cold" : "");
+            }
+            EXPECT_EQ(reader->mapped_reads() - first_mapped, mode == LocalReads::CachedReads::mapped ? ranges.size() : 0u)
+                << "cached ranges are read from a mapping in mapped mode alone, cold ones never";
         }
-        EXPECT_EQ(reader->mapped_reads() - first_mapped, ranges.size())
-            << "cached ranges are read from a mapping, cold ones are not";
+        EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
+        EXPECT_EQ(server->reads(), server_first + 2 * ranges.size());
+        // A range past the chunk's end reads as nothing, from no file: neither side counts a read.
+        std::vector<uint8_t> none;
+        ASSERT_TRUE(read_locally(id, length + kBlock, kBlock, none).ok());
+        EXPECT_TRUE(none.empty());
+        EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
+        EXPECT_EQ(server->reads(), server_first + 2 * ranges.size());
     }
-    EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
-    EXPECT_EQ(server->reads(), first_reads + 2 * ranges.size());
-    // A range past the chunk's end reads as nothing, from no file: neither side counts a read.
-    std::vector<uint8_t> none;
-    ASSERT_TRUE(read_locally(id, length + kBlock, kBlock, none).ok());
-    EXPECT_TRUE(none.empty());
-    EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
-    EXPECT_EQ(server->reads(), first_reads + 2 * ranges.size());
 }
 
 TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
