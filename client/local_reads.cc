@@ -58,7 +58,7 @@ struct LocalReads::Conn {
 
 struct LocalReads::Daemon {
     std::array<Conn, kConnections> conns; // conns[0] carries the write arena and says whether the daemon is here
-    std::atomic<uint32_t> turn{0};        // where the next caller starts looking for a free connection
+    std::atomic<uint32_t> turn{0};        // which connection the next caller that finds all busy waits for
 };
 
 LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes, CachedReads cached_reads)
@@ -105,17 +105,17 @@ bool LocalReads::available(uint32_t rank) {
 
 std::unique_lock<std::mutex> LocalReads::take(uint32_t rank, Conn** out) {
     Daemon& d = *daemons_[rank];
-    const uint32_t start = d.turn.fetch_add(1, std::memory_order_relaxed);
-    for (uint32_t k = 0; k < kConnections; ++k) {
-        Conn& c = d.conns[(start + k) % kConnections];
+    // The first free one: a process that reads with one thread at a time (an MPI rank) keeps
+    // one connection, and others are made only while that one is busy.
+    for (Conn& c : d.conns) {
         std::unique_lock lock(c.mu, std::try_to_lock);
         if (lock.owns_lock()) {
             *out = &c;
             return lock;
         }
     }
-    // All busy: wait for one.
-    Conn& c = d.conns[start % kConnections];
+    // All busy: wait for one, the waiters spread over them.
+    Conn& c = d.conns[d.turn.fetch_add(1, std::memory_order_relaxed) % kConnections];
     *out = &c;
     return std::unique_lock(c.mu);
 }

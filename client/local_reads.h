@@ -140,7 +140,8 @@ private:
     struct Daemon;
     // Connects c to daemon `rank` unless it is connected; whether it is. c.mu is held.
     bool connect(uint32_t rank, Conn& c);
-    // A connection to daemon `rank` for one caller: a free one if any, else the caller waits for one.
+    // A connection to daemon `rank` for one caller: the first free one if any (connected on
+    // first use), else the caller waits for one.
     std::unique_lock<std::mutex> take(uint32_t rank, Conn** out);
     // One request over a connection to daemon `rank`; a failure (not the daemon's error answer) closes it.
     Result<transport::LocalReply> call(uint32_t rank, const transport::LocalRequest& req);

@@ -50,6 +50,8 @@ public:
 
     // Reads described to clients so far (they read those chunk ranges themselves): DaemonStats.
     uint64_t reads() const { return reads_.load(std::memory_order_relaxed); }
+    // Connections open now (accepted and not yet closed): tests.
+    size_t connections() const { return connections_.load(); }
 
 private:
     struct Conn {

@@ -113,8 +113,7 @@ TEST_F(LocalReadsTest, NoDescriptorIsLeftOpenByAnyAnswer) {
         return n;
     };
     std::vector<uint8_t> got;
-    // The connections are made before counting (a reader takes them in turn).
-    for (uint32_t i = 0; i < LocalReads::kConnections; ++i) ASSERT_TRUE(read_locally(id, 0, kBlock, got).ok());
+    ASSERT_TRUE(read_locally(id, 0, kBlock, got).ok()); // the connection is made before counting
     // The daemon's threads close their copy of a reply's descriptor just after sending the
     // reply, so it may still be open when the read returns, and a round trip over another
     // connection (another of the daemon's threads) does not wait for that: the count is the
@@ -357,9 +356,26 @@ TEST_F(LocalReadsTest, ADescribeThatWaitsHoldsUpNoOtherReader) {
     ASSERT_TRUE(second.ok()) << second.to_string();
     EXPECT_EQ(got, b);
     EXPECT_TRUE(first_still_waiting) << "the second read was answered only after the first";
+    EXPECT_EQ(server->connections(), 2u); // the second made one while the first held its own
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     EXPECT_EQ(*first, kBlock);
     EXPECT_EQ(held, a);
+}
+
+// A client that reads with one thread at a time keeps one connection to the daemon: others
+// are made only while it is busy (a node's MPI ranks would otherwise hold four each).
+TEST_F(LocalReadsTest, OneReaderAtATimeKeepsOneConnection) {
+    const auto data = pattern(2 * kBlock, 33);
+    ASSERT_TRUE(store->write({0x2011, 0}, 0, data).ok());
+    std::vector<uint8_t> got;
+    for (int i = 0; i < 20; ++i) {
+        ASSERT_TRUE(read_locally({0x2011, 0}, 0, 2 * kBlock, got).ok());
+        EXPECT_EQ(got, data);
+        (void)reader->prefetch(0, 0x2011, 0, 0, kBlock); // over a connection too
+    }
+    // The acceptor counts a connection as it takes it; the reads above were answered, so all
+    // their connections were taken.
+    EXPECT_EQ(server->connections(), 1u);
 }
 
 // A read of several ranges asks every daemon before it waits for the first answer: daemon 0
