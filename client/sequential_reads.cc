@@ -16,13 +16,20 @@ SequentialReads::Range SequentialReads::after_read(uint64_t ino, uint64_t offset
     const uint64_t behind = std::max(kMaxAhead, 4 * length), beyond = std::max(kWindow, 4 * length);
     const bool continues = f.reached > 0 && offset + behind >= f.reached && offset <= f.reached + beyond;
     if (!continues) { // a run starts here
+        f.start = offset;
         f.reached = end;
         f.ahead = end;
         f.reads = 1;
+        f.bytes = length;
         return {};
     }
+    f.start = std::min(f.start, offset);
     f.reached = std::max(f.reached, end);
+    f.bytes += length;
     if (++f.reads < kRunReads || f.cached) return {};
+    // A strided reader that reads less than half of what it passes over would be given mostly
+    // bytes it never reads.
+    if (2 * f.bytes < f.reached - f.start) return {};
     const uint64_t from = std::max(f.ahead, f.reached);
     const uint64_t to = std::min(file_size, f.reached + std::clamp(2 * length, kWindow, kMaxAhead));
     // A piece smaller than a batch waits for more, unless it ends the file.

@@ -7,7 +7,9 @@
 // for "the read that starts where the last one ended" caught only 21-32 % of fio's sequential
 // reads through the mount (session 32). Here a read that starts within a window of where the
 // file's reads have reached so far (up to kMaxAhead behind it or kWindow ahead, or 4 times
-// its length) continues the run; kRunReads reads make a run.
+// its length) continues the run; kRunReads reads make a run. A run whose reads cover less
+// than half of the bytes they span (a strided reader: every 8th MiB of a checkpoint) is not
+// read ahead: most of what it would be given it never reads.
 //
 // What is asked for: up to kWindow (or twice the read, up to kMaxAhead) past the furthest
 // byte read, in pieces of at least kBatch (each piece costs a round trip to the daemon and a
@@ -54,8 +56,10 @@ public:
 
 private:
     struct File {
+        uint64_t start = 0;   // the lowest offset read in the current run
         uint64_t reached = 0; // the furthest end of a read of the current run
         uint64_t ahead = 0;   // asked for up to here
+        uint64_t bytes = 0;   // read in the run
         uint32_t reads = 0;   // in the run
         bool cached = false;
     };

@@ -89,6 +89,20 @@ TEST(SequentialReads, TwoReadsThatHappenToLandNearEachOtherAreNoRun) {
     EXPECT_TRUE(run(s, {500, 501, 90, 700, 702, 10}).empty());
 }
 
+TEST(SequentialReads, AStridedReaderThatSkipsMostBytesIsNotReadAhead) {
+    // Every 8th MiB (a rank's share of a strided checkpoint): each read lands within the
+    // window beyond the last, yet 7 of every 8 MiB ahead would never be read.
+    SequentialReads s;
+    std::vector<uint64_t> every8th;
+    for (uint64_t i = 0; i < 50; ++i) every8th.push_back(i * 8);
+    EXPECT_TRUE(run(s, every8th).empty());
+    // Every other MiB: half of what is asked for is read, and the disk reads ahead of it.
+    SequentialReads half;
+    std::vector<uint64_t> every2nd;
+    for (uint64_t i = 0; i < 50; ++i) every2nd.push_back(i * 2);
+    EXPECT_FALSE(run(half, every2nd).empty());
+}
+
 TEST(SequentialReads, TheFilesEndCutsTheWindowAndAShortLastPieceIsStillAsked) {
     SequentialReads s;
     const uint64_t size = 10 * MiB + 4096;
