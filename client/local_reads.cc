@@ -278,23 +278,27 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
         std::sort(ranks.begin(), ranks.end());
         ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
         std::vector<std::unique_lock<std::mutex>> held;
-        std::vector<Conn*> conn_of(daemons_.size(), nullptr); // by rank: the connection taken
+        std::vector<Conn*> taken(ranks.size()); // taken[k]: ranks[k]'s connection (null: none connected)
         held.reserve(ranks.size());
-        for (uint32_t r : ranks) {
-            held.push_back(take(r, &conn_of[r]));
-            if (!connect(r, *conn_of[r])) conn_of[r] = nullptr;
+        for (size_t k = 0; k < ranks.size(); ++k) {
+            held.push_back(take(ranks[k], &taken[k]));
+            if (!connect(ranks[k], *taken[k])) taken[k] = nullptr;
         }
+        const auto conn_of = [&](uint32_t rank) {
+            return taken[static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), rank) - ranks.begin())];
+        };
         for (size_t i = 0; i < ranges.size(); ++i) {
             const Range& r = ranges[i];
             if (r.rank >= daemons_.size() || r.chain.size() > transport::kLocalMaxChain) {
                 replies[i] = Status(Code::invalid, r.rank < daemons_.size() ? "chain too long" : "no such daemon");
                 continue;
             }
-            if (!conn_of[r.rank]) {
+            Conn* c = conn_of(r.rank);
+            if (!c) {
                 replies[i] = Status(Code::peer_gone, "no local-read connection to the daemon");
                 continue;
             }
-            Conn& d = *conn_of[r.rank];
+            Conn& d = *c;
             const Status s = transport::local_read_send_request(d.sock, describe_request(r));
             if (!s.ok()) {
                 drop(d.sock, d.next_try, d.token, s);
@@ -303,7 +307,7 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
         }
         for (size_t i = 0; i < ranges.size(); ++i) {
             if (replies[i]) continue; // not asked
-            Conn& d = *conn_of[ranges[i].rank];
+            Conn& d = *conn_of(ranges[i].rank);
             if (d.sock < 0) { // a failure of another range's question or answer closed it
                 replies[i] = Status(Code::peer_gone, "the local-read connection to the daemon broke");
                 continue;
