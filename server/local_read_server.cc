@@ -17,8 +17,10 @@ namespace jobfs::server {
 
 namespace {
 
-// Readers of the node: processes times their clients times their connections to each daemon.
-constexpr size_t kMaxConnections = 4096;
+// Readers of the node: processes times their clients times their connections to each daemon
+// (one, up to four while several of a client's threads read at once). Each is a descriptor of
+// the daemon's, which needs its others for chunk files.
+constexpr size_t kMaxConnections = 1024;
 
 // Compares without stopping at the first difference, so that timing tells nothing of the secret.
 // (Its length is no secret.)
