@@ -112,6 +112,8 @@ public:
     uint64_t local_reads() const { return local_ ? local_->reads() : 0; }
     // Chunk ranges read ahead (asked of the disk) so far.
     uint64_t local_prefetches() const { return local_ ? local_->prefetches() : 0; }
+    // Of the pieces read locally, those read in part or whole with direct I/O (LocalReads::ColdReads).
+    uint64_t local_direct_reads() const { return local_ ? local_->direct_reads() : 0; }
     // Pieces written through the write arena (write_arena.h) so far.
     uint64_t local_writes() const { return local_writes_.load(std::memory_order_relaxed); }
     // Pieces shorter than this are sent with the write: the arena saves copies, not round trips.

@@ -65,7 +65,8 @@ Result<std::unique_ptr<InodeClient>> InodeClient::connect(const ClusterInfo& clu
     c->io_ = std::make_unique<FileIO>(c->eps_, options.timeout,
                                       [worker, cluster](uint32_t r) { return connect_daemon(*worker, cluster, r); },
                                       options.local_reads ? std::make_shared<LocalReads>(cluster.secret, static_cast<uint32_t>(c->eps_.size()),
-                                                                                         LocalReads::kArenaBytes, options.local_cached_reads)
+                                                                                         LocalReads::kArenaBytes, options.local_cached_reads,
+                                                                                         options.local_cold_reads)
                                                           : nullptr);
     std::random_device rd;
     while (c->lock_client_ == 0) c->lock_client_ = (uint64_t{rd()} << 32) | rd();

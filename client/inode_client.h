@@ -84,6 +84,9 @@ struct InodeClientOptions {
     // 609-622 ms of its CPU time against 681-710 mapped and ran 5-14 % faster, and warm ones
     // 2.70-2.98 GB/s against 2.34-2.75 (session 33, alternating runs).
     LocalReads::CachedReads local_cached_reads = LocalReads::CachedReads::mapped;
+    // How local reads read ranges not in the page cache (LocalReads::ColdReads). jobfs-fuse
+    // reads them direct: the kernel caches what the mount read in its own page cache.
+    LocalReads::ColdReads local_cold_reads = LocalReads::ColdReads::buffered;
     // Directories where this mount makes or removes many files are delegated to it, and it
     // answers their lookups, creates, unlinks and renames itself (ClientOptions::dir_delegation,
     // dir_delegation.h): a create is no longer two round trips (lookup, create). Each caller's
@@ -198,6 +201,8 @@ public:
     uint32_t daemon_count() const { return static_cast<uint32_t>(eps_.size()); }
     // What directory delegations did (all zero when they are off).
     DirDelegations::Stats delegation_stats() const { return deleg_ ? deleg_->stats() : DirDelegations::Stats{}; }
+    // The chunk I/O (its counters, for tests).
+    const FileIO& io() const { return *io_; }
 
 private:
     InodeClient() = default;

@@ -625,11 +625,21 @@ void jf_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void jf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-    thread_local std::vector<uint8_t> buf;
-    if (buf.size() < size) buf.resize(size);
-    auto n = fs_of(req).client->read(*handle_of(fi), static_cast<uint64_t>(off), {buf.data(), size});
+    // Page-aligned, so that cold ranges can be read into it with direct I/O (LocalReads::ColdReads).
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    thread_local std::unique_ptr<uint8_t[], Free> buf;
+    thread_local size_t capacity = 0;
+    if (capacity < size) {
+        const size_t want = (size + 4095) / 4096 * 4096;
+        buf.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, want)));
+        capacity = buf ? want : 0;
+        if (!buf) return reply_status(req, "read", ino, Status(Code::no_memory, "no memory for a read buffer"));
+    }
+    auto n = fs_of(req).client->read(*handle_of(fi), static_cast<uint64_t>(off), {buf.get(), size});
     if (!n.ok()) return reply_status(req, "read", ino, n.status());
-    fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), *n);
 }
 
 // What the kernel does before a write through its page cache (file_remove_privs) and leaves
@@ -1101,6 +1111,7 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
     client_options.local_reads = !cfg.no_local_io;
     client_options.local_cached_reads = jobfs::client::LocalReads::CachedReads::copied; // many workers: no munmap per read
+    client_options.local_cold_reads = jobfs::client::LocalReads::ColdReads::direct;    // the kernel caches what we read
     client_options.dir_delegation = !cfg.no_dir_delegation;
     auto client = InodeClient::connect(*info, client_options);
     if (!client.ok()) {

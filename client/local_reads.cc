@@ -44,6 +44,34 @@ bool pread_all(int fd, uint8_t* p, size_t n, uint64_t off) {
     return true;
 }
 
+// Reads what it can of [at, at + n) of fd into p with direct I/O (O_DIRECT set on fd for the
+// read alone: the descriptor is this reader's, the daemon opens one per request): the bytes
+// from at up to the last whole unit of the file system's alignment, if p and at are aligned
+// as it asks (statx STATX_DIOALIGN). Returns how many bytes it read (0: none; the caller reads
+// the rest with pread).
+uint64_t pread_direct(int fd, uint8_t* p, uint64_t n, uint64_t at) {
+    struct statx sx {};
+    if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) != 0 || !(sx.stx_mask & STATX_DIOALIGN)) return 0;
+    const uint64_t mem = sx.stx_dio_mem_align, unit = sx.stx_dio_offset_align;
+    if (mem == 0 || unit == 0 || reinterpret_cast<uintptr_t>(p) % mem != 0 || at % unit != 0) return 0;
+    const uint64_t len = n / unit * unit;
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (len == 0 || flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return 0;
+    // A short count can only be the file's end (a shortened chunk file): stop there, the
+    // caller's pread of the rest tells.
+    uint64_t done = 0;
+    while (done < len) {
+        const ssize_t r = ::pread(fd, p + done, len - done, static_cast<off_t>(at + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        done += static_cast<size_t>(r);
+        if (done % unit != 0) { // at the file's end: what was read stands, the rest is not aligned
+            break;
+        }
+    }
+    (void)::fcntl(fd, F_SETFL, flags);
+    return done;
+}
 
 } // namespace
 
@@ -61,8 +89,9 @@ struct LocalReads::Daemon {
     std::atomic<uint32_t> turn{0};        // which connection the next caller that finds all busy waits for
 };
 
-LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes, CachedReads cached_reads)
-    : secret_(std::move(secret)), cached_reads_(cached_reads) {
+LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes, CachedReads cached_reads,
+                       ColdReads cold_reads)
+    : secret_(std::move(secret)), cached_reads_(cached_reads), cold_reads_(cold_reads) {
     for (uint32_t r = 0; r < daemons; ++r) daemons_.push_back(std::make_unique<Daemon>());
     if (arena_bytes) {
         auto a = WriteArena::create(arena_bytes);
@@ -322,7 +351,7 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
     return out;
 }
 
-Result<LocalReads::Opened> LocalReads::opened(const Range& range, Result<transport::LocalReply> reply) {
+Result<LocalReads::Opened> LocalReads::opened(const Range& range, Result<transport::LocalReply> reply) const {
     if (!reply.ok()) return reply.status().with_context(describe(range));
     Opened o;
     o.range_ = range;
@@ -346,10 +375,10 @@ Result<LocalReads::Opened> LocalReads::opened(const Range& range, Result<transpo
         return Status(Code::again, describe(range) + ": the chunk file changed (a resync replaced it)");
     // A range not in the page cache is asked of the disk at once: read block run by block run,
     // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
-    // walk of them, hence the look first.)
+    // walk of them, hence the look first.) A direct reader reads it past the page cache.
     const uint64_t first = range.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, o.held_);
     o.cold_ = !cached(o.fd_.get(), o.data_offset_ + first, last - first);
-    if (o.cold_)
+    if (o.cold_ && cold_reads_ == ColdReads::buffered)
         (void)::posix_fadvise(o.fd_.get(), static_cast<off_t>(o.data_offset_ + first), static_cast<off_t>(last - first),
                               POSIX_FADV_WILLNEED);
     return o;
@@ -369,9 +398,11 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
         return Status(Code::invalid, describe(p) + ": nothing opened to read, or a buffer of another size");
     std::optional<Status> mapped;
     if (!o.cold_ && cached_reads_ == CachedReads::mapped) mapped = read_mapped(o, out);
-    const Status s = mapped ? *mapped : read_copied(o, out);
+    bool direct = false;
+    const Status s = mapped ? *mapped : read_copied(o, out, &direct);
     if (s.ok()) reads_.fetch_add(1, std::memory_order_relaxed);
     if (s.ok() && mapped) mapped_reads_.fetch_add(1, std::memory_order_relaxed);
+    if (s.ok() && direct) direct_reads_.fetch_add(1, std::memory_order_relaxed);
     return s;
 }
 
@@ -417,7 +448,7 @@ std::optional<Status> LocalReads::read_mapped(const Opened& o, std::span<uint8_t
     return s;
 }
 
-Status LocalReads::read_copied(const Opened& o, std::span<uint8_t> out) {
+Status LocalReads::read_copied(const Opened& o, std::span<uint8_t> out, bool* direct) {
     const Range& p = o.range_;
     const uint64_t offset = p.offset;
     const uint64_t end = offset + o.length_;
@@ -435,14 +466,21 @@ Status LocalReads::read_copied(const Opened& o, std::span<uint8_t> out) {
         return Status(Code::io, describe(p) + ": block " + std::to_string(b) + " does not match its checksum");
     };
     const auto block_end = [&](uint64_t b) { return std::min<uint64_t>((b + 1) * kBlock, o.held_); };
+    // Direct I/O puts the bytes in memory, not in the CPU's cache: no run to keep short then,
+    // and one large read keeps the disk busiest.
+    const bool try_direct = o.cold_ && cold_reads_ == ColdReads::direct;
     std::vector<uint8_t> scratch;
     for (uint64_t b = b0; b <= b1;) {
         const uint64_t bs = b * kBlock;
         if (bs >= offset && block_end(b) <= end) {
             // A run of blocks the range covers whole: straight into out.
             uint64_t e = b;
-            while (e + 1 <= b1 && e + 1 - b < kRunBlocks && block_end(e + 1) <= end) ++e;
-            if (!pread_all(o.fd_.get(), out.data() + (bs - offset), block_end(e) - bs, o.data_offset_ + bs))
+            while (e + 1 <= b1 && (try_direct || e + 1 - b < kRunBlocks) && block_end(e + 1) <= end) ++e;
+            uint8_t* to = out.data() + (bs - offset);
+            const uint64_t n = block_end(e) - bs;
+            const uint64_t got = try_direct ? pread_direct(o.fd_.get(), to, n, o.data_offset_ + bs) : 0;
+            if (got > 0) *direct = true;
+            if (got < n && !pread_all(o.fd_.get(), to + got, n - got, o.data_offset_ + bs + got))
                 return Status(Code::again, describe(p) + ": the chunk file is shorter than the daemon said");
             for (uint64_t x = b; x <= e; ++x)
                 JOBFS_RETURN_IF_ERROR(check(x, out.data() + (x * kBlock - offset), block_end(x) - x * kBlock));

@@ -59,8 +59,19 @@ public:
     // reading threads. A process with many (jobfs-fuse's workers) pays for every munmap with a
     // TLB flush on each CPU that runs one of its threads, and reads faster with pread alone.
     enum class CachedReads { mapped, copied };
+    // How ranges not all in the page cache are read. `buffered` (the default): the disk is
+    // asked for them at open (posix_fadvise) and they are read through the chunk file's page
+    // cache, where a later read finds them. `direct`: read with O_DIRECT straight into the
+    // caller's buffer, the page cache left out, wherever the buffer and the range are aligned
+    // as the file system asks (statx STATX_DIOALIGN; the rest is read buffered). For a process
+    // that caches what it read itself, as a FUSE server's kernel does: the bytes are not
+    // cached twice, and not copied through the chunk file's page cache (cold fio 4-job reads
+    // through the mount: 1839 MB/s direct, 1561 buffered, median of 5; 1 job: 1732 and 1517).
+    // The read-ahead of FileIO (prefetch) is for buffered readers: it fills the page cache.
+    enum class ColdReads { buffered, direct };
     LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes,
-               CachedReads cached_reads = CachedReads::mapped);
+               CachedReads cached_reads = CachedReads::mapped, ColdReads cold_reads = ColdReads::buffered);
+    ColdReads cold_reads() const { return cold_reads_; }
     ~LocalReads();
 
     // Whether daemon `rank` runs on this node and lets us read its chunk files: connects at the
@@ -118,6 +129,8 @@ public:
     // the chunk file (all in the page cache; the others with pread).
     uint64_t reads() const;
     uint64_t mapped_reads() const { return mapped_reads_.load(std::memory_order_relaxed); }
+    // Pieces of which some bytes were read with direct I/O (ColdReads::direct).
+    uint64_t direct_reads() const { return direct_reads_.load(std::memory_order_relaxed); }
 
     // ---- local writes (write_arena.h) -------------------------------------------------------
     // This client's write arena (nullptr: none could be made; every write goes over the transport).
@@ -156,16 +169,19 @@ private:
     // rather than once for pread and again for the check). nullopt: it cannot be mapped; read
     // it with read_copied.
     std::optional<Status> read_mapped(const Opened& o, std::span<uint8_t> out);
-    // read with pread, in runs of blocks each checked while still in the CPU's cache.
-    Status read_copied(const Opened& o, std::span<uint8_t> out);
+    // read with pread, in runs of blocks each checked while still in the CPU's cache; a cold
+    // range of a direct reader in one run of all the blocks it covers whole, with O_DIRECT
+    // where aligned. *direct: some bytes were read so.
+    Status read_copied(const Opened& o, std::span<uint8_t> out, bool* direct);
     // The rest of open, once the daemon answered.
-    static Result<Opened> opened(const Range& range, Result<transport::LocalReply> reply);
+    Result<Opened> opened(const Range& range, Result<transport::LocalReply> reply) const;
 
     const std::string secret_;
     const CachedReads cached_reads_;
+    const ColdReads cold_reads_;
     std::vector<std::unique_ptr<Daemon>> daemons_;
     std::unique_ptr<WriteArena> arena_;
-    std::atomic<uint64_t> reads_{0}, mapped_reads_{0};
+    std::atomic<uint64_t> reads_{0}, mapped_reads_{0}, direct_reads_{0};
     std::atomic<uint64_t> prefetches_{0};
 };
 

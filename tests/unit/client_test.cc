@@ -418,6 +418,14 @@ std::pair<size_t, size_t> resident_pages(const std::string& path) {
     return {n, v.size()};
 }
 
+// Takes a chunk file out of the page cache, whichever way the daemon wrote it.
+bool evict(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    const bool ok = fd >= 0 && ::fdatasync(fd) == 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+    if (fd >= 0) ::close(fd);
+    return ok;
+}
+
 // A restart reading its checkpoint back in sequence: once a read follows the one before, the
 // chunks after it are asked of this node's disk (read-ahead of local reads) before the reader
 // gets to them, and each range only once.
@@ -432,12 +440,7 @@ TEST_F(ClientTest, SequentialReadsAskTheDiskForTheChunksAhead) {
     for (uint64_t i = 0; i < 12; ++i) {
         chunks.push_back(find_chunk_file(dir, ino, i));
         ASSERT_FALSE(chunks.back().empty()) << "chunk " << i;
-        // Out of the page cache, whichever way the daemon wrote it.
-        int fd = ::open(chunks.back().c_str(), O_RDONLY);
-        ASSERT_GE(fd, 0);
-        ASSERT_EQ(::fdatasync(fd), 0);
-        ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-        ::close(fd);
+        ASSERT_TRUE(evict(chunks.back())) << chunks.back();
         ASSERT_EQ(resident_pages(chunks.back()).first, 0u) << chunks.back();
     }
     const uint64_t before = client->io().local_prefetches();
@@ -471,6 +474,45 @@ TEST_F(ClientTest, SequentialReadsAskTheDiskForTheChunksAhead) {
     }
     EXPECT_EQ(client->io().local_prefetches() - before, 9u); // chunks 3..11, once each
     ASSERT_TRUE(client->close(**f).ok());
+}
+
+// jobfs-fuse's way (LocalReads::ColdReads::direct): a sequential reader of cold chunks reads
+// them with direct I/O, is not read ahead (that would fill the page cache the reads go past),
+// gets every byte back, and leaves the chunk files' data out of the page cache.
+TEST_F(ClientTest, ADirectReaderReadsColdChunksPastThePageCacheWithoutReadAhead) {
+    const uint64_t mib = 1 << 20;
+    const auto data = pattern(12 * mib, 43);
+    ASSERT_TRUE(write_file("/direct", data).ok());
+    InodeClientOptions o;
+    o.local_cold_reads = LocalReads::ColdReads::direct;
+    auto ic = InodeClient::connect(cluster->info(), o);
+    ASSERT_TRUE(ic.ok()) << ic.status().to_string();
+    const proto::Cred root{0, 0, {}};
+    auto a = (*ic)->lookup(root, kRootIno, "direct");
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    std::vector<std::string> chunks;
+    for (uint64_t i = 0; i < 12; ++i) {
+        chunks.push_back(find_chunk_file(dir, a->ino, i));
+        ASSERT_FALSE(chunks.back().empty()) << "chunk " << i;
+        ASSERT_TRUE(evict(chunks.back())) << chunks.back();
+    }
+    auto h = (*ic)->open(root, a->ino, O_RDONLY);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    const std::unique_ptr<uint8_t[], Free> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, mib)));
+    ASSERT_TRUE(buf);
+    for (uint64_t i = 0; i < 12; ++i) {
+        auto n = (*ic)->read(**h, i * mib, {buf.get(), mib});
+        ASSERT_TRUE(n.ok()) << n.status().to_string();
+        ASSERT_EQ(*n, mib);
+        ASSERT_TRUE(std::equal(buf.get(), buf.get() + mib, data.begin() + static_cast<std::ptrdiff_t>(i * mib))) << i;
+    }
+    EXPECT_EQ((*ic)->io().local_direct_reads(), 12u);
+    EXPECT_EQ((*ic)->io().local_prefetches(), 0u);
+    for (const auto& c : chunks) EXPECT_EQ(resident_pages(c).first, 0u) << c;
+    ASSERT_TRUE((*ic)->release(std::move(*h)).ok());
 }
 
 TEST_F(ClientTest, SparseFilesReadZerosInHoles) {

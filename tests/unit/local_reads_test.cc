@@ -513,6 +513,78 @@ TEST_F(LocalReadsTest, AnOpenedFileTellsItWasColdAfterBeingMoved) {
     EXPECT_EQ(got, data);
 }
 
+// A direct reader (ColdReads::direct, as jobfs-fuse is) reads cold ranges with O_DIRECT into
+// an aligned buffer: byte-exact with holes and a last block that ends off the file system's
+// alignment (its last bytes read buffered), the page cache left as it was (a second read is
+// cold again), corrupt blocks refused as ever, and an unaligned buffer read buffered.
+TEST_F(LocalReadsTest, ColdRangesOfADirectReaderAreReadPastThePageCache) {
+    const ChunkId id{0x2009, 2};
+    const uint64_t length = 9 * kBlock + 1234; // block 9 is short, and ends off any alignment
+    const auto data = pattern(length, 21);
+    // Blocks 3 and 4 are never written: a hole.
+    ASSERT_TRUE(store->write(id, 0, std::span(data).first(3 * kBlock)).ok());
+    ASSERT_TRUE(store->write(id, 5 * kBlock, std::span(data).subspan(5 * kBlock)).ok());
+    reader = std::make_unique<LocalReads>(secret, 1, LocalReads::kArenaBytes, LocalReads::CachedReads::copied,
+                                          LocalReads::ColdReads::direct);
+    ASSERT_TRUE(reader->available(0));
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    const std::unique_ptr<uint8_t[], Free> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunk + 4096)));
+    ASSERT_TRUE(buf);
+    struct Case {
+        uint64_t offset, size;
+        bool direct; // some whole block starts at an aligned place in the buffer
+    };
+    const std::vector<Case> cases = {
+        {0, length, true},           {0, kBlock, true},         {3 * kBlock, 2 * kBlock, true}, {4 * kBlock, 2 * kBlock, true},
+        {1, kBlock, false},          {kBlock - 1, 2, false},    {100, 3 * kBlock, false},       {length - 1, 1, false},
+        {8 * kBlock, kChunk, true},
+    };
+    uint64_t direct_before = reader->direct_reads();
+    for (const auto& c : cases) {
+        for (const uint64_t shift : {uint64_t{0}, uint64_t{1}}) { // the buffer aligned, and not
+            SCOPED_TRACE(std::to_string(c.offset) + "+" + std::to_string(c.size) + (shift ? ", buffer unaligned" : ""));
+            drop_cache(id);
+            std::span<uint8_t> out(buf.get() + shift, c.size);
+            std::fill(out.begin(), out.end(), 0xee);
+            bool cold = false;
+            auto n = reader->read_range({0, id.ino, id.index, c.offset, c.size}, out, &cold);
+            ASSERT_TRUE(n.ok()) << n.status().to_string();
+            EXPECT_TRUE(cold);
+            const bool direct = c.direct && shift == 0;
+            EXPECT_EQ(reader->direct_reads() - direct_before, direct ? 1u : 0u);
+            if (direct && c.offset + c.size <= 9 * kBlock) {
+                // Nothing of it went into the page cache: read again, it is still cold.
+                std::vector<uint8_t> again(c.size);
+                bool still_cold = false;
+                auto n2 = reader->read_range({0, id.ino, id.index, c.offset, c.size}, again, &still_cold);
+                ASSERT_TRUE(n2.ok()) << n2.status().to_string();
+                EXPECT_TRUE(still_cold) << "a direct read filled the page cache";
+            }
+            direct_before = reader->direct_reads();
+            std::vector<uint8_t> want(c.size); // (the store's read fills the page cache)
+            auto m = store->read(id, c.offset, want);
+            ASSERT_TRUE(m.ok());
+            ASSERT_EQ(*n, *m);
+            EXPECT_TRUE(std::equal(want.begin(), want.begin() + static_cast<long>(*m), out.begin()));
+        }
+    }
+    // A corrupt block read direct is refused as one read buffered is.
+    {
+        std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        ASSERT_TRUE(f);
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + 6 * kBlock + 99));
+        f.put('\x5a');
+    }
+    drop_cache(id);
+    bool cold = false;
+    auto bad = reader->read_range({0, id.ino, id.index, 0, length}, std::span(buf.get(), length), &cold);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::io) << bad.status().to_string();
+    EXPECT_NE(bad.status().message().find("block 6"), std::string::npos) << bad.status().to_string();
+}
+
 // The write arena (local writes): regions are page-aligned and disjoint, freed ones are
 // reused, retired ones (a call without an answer: the daemon may still read them) never.
 TEST(WriteArena, DisjointAlignedRegionsAndRetiredOnesAreNeverReused) {
