@@ -109,6 +109,7 @@ struct Config {
     unsigned readahead_kb = 4096;   // the mount's kernel readahead; 0: the kernel's default
     int writeback_cache = 0;        // -o writeback_cache: the kernel buffers writes (see jf_init)
     int no_direct_writes = 0;       // -o no_direct_writes: writable handles go through the page cache
+    int no_direct_reads = 0;        // -o no_direct_reads: cold chunk ranges through their page cache, read ahead
     unsigned write_behind_mib = 8;  // per open file: writes on their way after write(2) returned
     int no_local_io = 0;            // -o no_local_io: no local reads, no write arena (all over the transport)
     int no_dir_delegation = 0;      // -o no_dir_delegation: every create, lookup and unlink asks the daemons
@@ -129,6 +130,7 @@ const fuse_opt kOptions[] = {
     JOBFS_OPT("readahead_kb=%u", readahead_kb, 0),
     JOBFS_OPT("write_behind_mib=%u", write_behind_mib, 0),
     JOBFS_OPT("no_local_io", no_local_io, 1),
+    JOBFS_OPT("no_direct_reads", no_direct_reads, 1),
     JOBFS_OPT("no_dir_delegation", no_dir_delegation, 1),
     JOBFS_OPT("local_locks", local_locks, 1),
     JOBFS_OPT("nice=%d", nice, 0),
@@ -1019,6 +1021,8 @@ void usage(FILE* out) {
                  "                              they bypass it: see the man page)\n"
                  "    no_local_io               every byte over the transport: no reads from this node's\n"
                  "                              chunk files, no write arena (both on by default)\n"
+                 "    no_direct_reads           read chunk files not in the page cache through it, and\n"
+                 "                              read ahead (default: direct I/O, see the man page)\n"
                  "    no_dir_delegation         ask the daemons for every create, lookup and unlink, also\n"
                  "                              in directories this mount works in (delegated by default)\n"
                  "    local_locks               flock and fcntl locks hold between the processes of this\n"
@@ -1111,7 +1115,8 @@ int serve(Config& cfg, fuse_args& args, fuse_cmdline_opts& opts, int ready_fd) {
     client_options.write_behind_bytes = static_cast<size_t>(cfg.write_behind_mib) << 20;
     client_options.local_reads = !cfg.no_local_io;
     client_options.local_cached_reads = jobfs::client::LocalReads::CachedReads::copied; // many workers: no munmap per read
-    client_options.local_cold_reads = jobfs::client::LocalReads::ColdReads::direct;    // the kernel caches what we read
+    client_options.local_cold_reads = cfg.no_direct_reads ? jobfs::client::LocalReads::ColdReads::buffered
+                                                          : jobfs::client::LocalReads::ColdReads::direct; // the kernel caches what we read
     client_options.dir_delegation = !cfg.no_dir_delegation;
     auto client = InodeClient::connect(*info, client_options);
     if (!client.ok()) {
