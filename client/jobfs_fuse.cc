@@ -69,6 +69,7 @@
 
 #include "client/cluster.h"
 #include "client/fuse_session_io.h"
+#include "client/huge_buffer.h"
 #include "client/inode_client.h"
 #include "priority.h"
 
@@ -627,21 +628,13 @@ void jf_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void jf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-    // Page-aligned, so that cold ranges can be read into it with direct I/O (LocalReads::ColdReads).
-    struct Free {
-        void operator()(uint8_t* p) const { std::free(p); }
-    };
-    thread_local std::unique_ptr<uint8_t[], Free> buf;
-    thread_local size_t capacity = 0;
-    if (capacity < size) {
-        const size_t want = (size + 4095) / 4096 * 4096;
-        buf.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, want)));
-        capacity = buf ? want : 0;
-        if (!buf) return reply_status(req, "read", ino, Status(Code::no_memory, "no memory for a read buffer"));
-    }
-    auto n = fs_of(req).client->read(*handle_of(fi), static_cast<uint64_t>(off), {buf.get(), size});
+    // Cold ranges are read into it with direct I/O (LocalReads::ColdReads): aligned, and in huge
+    // pages, one disk segment each (huge_buffer.h).
+    thread_local jobfs::client::HugeBuffer buf;
+    if (!buf.reserve(size)) return reply_status(req, "read", ino, Status(Code::no_memory, "no memory for a read buffer"));
+    auto n = fs_of(req).client->read(*handle_of(fi), static_cast<uint64_t>(off), {buf.data(), size});
     if (!n.ok()) return reply_status(req, "read", ino, n.status());
-    fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), *n);
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
 }
 
 // What the kernel does before a write through its page cache (file_remove_privs) and leaves

@@ -7,6 +7,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/file_io.h client/file_io.cc \
 	client/local_reads.h client/local_reads.cc \
 	client/sequential_reads.h client/sequential_reads.cc \
+	client/huge_buffer.h client/huge_buffer.cc \
 	client/write_arena.h client/write_arena.cc \
 	client/write_behind.h client/write_behind.cc \
 	client/cluster.h client/cluster.cc \
@@ -33,6 +34,13 @@ tests_unit_stall_watch_test_SOURCES = tests/unit/stall_watch_test.cc
 tests_unit_stall_watch_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_stall_watch_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
 TESTS += tests/unit/stall_watch_test
+
+# Buffers in transparent huge pages for direct reads (alignment, growth, huge pages where the kernel has them).
+check_PROGRAMS += tests/unit/huge_buffer_test
+tests_unit_huge_buffer_test_SOURCES = tests/unit/huge_buffer_test.cc
+tests_unit_huge_buffer_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_huge_buffer_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/huge_buffer_test
 
 # Read-ahead of sequential readers (no daemons: the ranges it asks for).
 check_PROGRAMS += tests/unit/sequential_reads_test
