@@ -65,9 +65,7 @@ uint64_t pread_direct(int fd, uint8_t* p, uint64_t n, uint64_t at) {
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         done += static_cast<size_t>(r);
-        if (done % unit != 0) { // at the file's end: what was read stands, the rest is not aligned
-            break;
-        }
+        if (done % unit != 0) break; // at the file's end: what was read stands, the rest is not aligned
     }
     (void)::fcntl(fd, F_SETFL, flags);
     return done;

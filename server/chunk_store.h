@@ -115,7 +115,8 @@ public:
     };
     Result<View> describe(ChunkId id, uint64_t offset, uint64_t size);
     // A read-only descriptor of the chunk's file (Code::not_found: no such chunk), for a local
-    // reader, whose bytes start at kDataOffset; the caller owns it.
+    // reader, whose bytes start at kDataOffset; the caller owns it. Opened anew at each call,
+    // never shared: a reader sets O_DIRECT on its own (local_read_socket.h).
     Result<int> open_for_reader(ChunkId id);
     // Cuts or extends (with a hole) the chunk to length bytes. A cut is never made in the
     // chunk's file: a local reader may have it mapped (client/local_reads.h), and a mapped page

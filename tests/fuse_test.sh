@@ -393,6 +393,25 @@ set -- $(io_counters)
 check "-o no_local_io: no local reads, no arena writes (${reads0} ${arena0} -> ${1:-?} ${2:-?})" \
   test "${1:-x} ${2:-x}" = "$reads0 $arena0"
 check "-o no_local_io: unmount" sh -c "rm '$mnt3/nolocal' && fusermount3 -u '$mnt3' && ! grep -q ' $mnt3 fuse.jobfs ' /proc/mounts"
+# Cold reads: by default the mount reads chunk files not in the page cache with direct I/O,
+# so reading a file back leaves its chunk files out of the page cache (the daemon's look at
+# each checksum page excepted); -o no_direct_reads reads them through it.
+chunk_cached_kib() { # FILE-ON-A-MOUNT: KiB of its chunk files in the page cache
+  find "$dir"/data*/chunks -name "$(printf %016x "$(stat -c %i "$1")").*" -exec fincore -b -n -o RES {} + |
+    awk '{ s += $1 } END { print int(s / 1024) }'
+}
+cold_read_cached() { # FILE-ON-A-MOUNT MIN-KIB MAX-KIB: its first 16 MiB read back cold equal to big's, and the
+  # KiB of its chunk files then in the page cache within [MIN, MAX)
+  sync && echo 3 > /proc/sys/vm/drop_caches && head -c 16M "$tmp/big" | timeout 60 cmp - "$1" || return 1
+  kib=$(chunk_cached_kib "$1")
+  echo "# $kib KiB of chunk files cached"
+  [ "$kib" -ge "$2" ] && [ "$kib" -lt "$3" ]
+}
+check "cold reads: 16 MiB in" sh -c "dd if='$tmp/big' of='$mnt/direct' bs=1M count=16 status=none"
+checkf "cold reads: read back direct and equal, the chunk files left out of the page cache" cold_read_cached "$mnt/direct" 0 1024
+check "mount with -o no_direct_reads" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster',no_direct_reads '$mnt3'"
+checkf "-o no_direct_reads: read back equal through the chunk files' page cache" cold_read_cached "$mnt3/direct" 16384 1000000
+check "-o no_direct_reads: unmount" sh -c "rm '$mnt/direct' && fusermount3 -u '$mnt3' && ! grep -q ' $mnt3 fuse.jobfs ' /proc/mounts"
 # -o no_dir_delegation: files made in bulk are each the daemons' to make.
 check "mount with -o no_dir_delegation" sh -c "'$JOBFS_FUSE' -o cluster='$dir/cluster',no_dir_delegation '$mnt3'"
 deleg0=$(delegations)

@@ -14,7 +14,9 @@
 //   reader -> daemon: LocalRequest
 //   daemon -> reader: LocalReplyHeader, then its CRC32Cs and hole indexes (uint32 each), with
 //                     the chunk file's descriptor attached (SCM_RIGHTS) when error is 0 and
-//                     the daemon holds the chunk
+//                     the daemon holds the chunk: a file description opened for this reply
+//                     alone, which the reader may change (it sets O_DIRECT on it for direct
+//                     reads, client/local_reads.h)
 // LocalOp::describe asks for what ChunkStore::describe says of a range (the stored CRC32C of
 // every block it touches, which of them are holes, the file's length and identity) and the
 // descriptor (byte i of the chunk is byte data_offset + i of the file: the checksums come
