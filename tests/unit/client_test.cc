@@ -255,9 +255,9 @@ TEST_F(ClientTest, OtherHandlesTruncateAndSettledWritesAreSeen) {
     EXPECT_EQ(client->stat("/two")->size, 9010u);
 }
 
-// The daemons run on this node: large reads take the bytes from the chunk files (local reads,
-// client/local_reads.h), small ones and unaligned edges come right too, and with the daemons'
-// local-reads off every byte comes over the transport.
+// The daemons run on this node: reads take the bytes from the chunk files (local reads,
+// client/local_reads.h), large and small pieces and unaligned edges alike, and with the
+// daemons' local-reads off every byte comes over the transport.
 TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     const auto data = pattern((6 << 20) + 12345, 31);
     ASSERT_TRUE(write_file("/local", data).ok());
@@ -265,10 +265,11 @@ TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     auto back = read_file("/local");
     ASSERT_TRUE(back.ok()) << back.status().to_string();
     EXPECT_EQ(*back, data);
-    // One per whole 1 MiB chunk; the last piece, 12345 bytes, is too small to be worth it.
-    EXPECT_EQ(client->io().local_reads() - before, 6u);
+    // One per chunk: six whole 1 MiB chunks and the last one's 12345 bytes (small pieces too).
+    EXPECT_EQ(client->io().local_reads() - before, 7u);
     auto f = client->open("/local", O_RDONLY);
     ASSERT_TRUE(f.ok());
+    const uint64_t parts_before = client->io().local_reads();
     for (auto [off, len] : std::vector<std::pair<uint64_t, uint64_t>>{{1, 4096}, {(1 << 20) - 7, 300000}, {5 << 20, 2 << 20}}) {
         std::vector<uint8_t> part(len);
         auto n = client->pread(**f, off, part);
@@ -276,6 +277,8 @@ TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
         ASSERT_EQ(*n, std::min<uint64_t>(len, data.size() - off));
         EXPECT_TRUE(std::equal(part.begin(), part.begin() + static_cast<std::ptrdiff_t>(*n), data.begin() + static_cast<std::ptrdiff_t>(off)));
     }
+    // Every piece, the 7 bytes at a chunk's end and the 4 KiB at an odd offset too: 1 + 2 + 2.
+    EXPECT_EQ(client->io().local_reads() - parts_before, 5u);
     ASSERT_TRUE(client->close(**f).ok());
 
     // The same data served by daemons started with local reads off.

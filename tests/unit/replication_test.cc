@@ -287,7 +287,7 @@ TEST_P(ReplicationTest, CorruptCopyIsDetectedServedFromAnotherAndRepaired) {
     EXPECT_NE(logs.find("repaired chunk"), std::string::npos);
 }
 
-// The daemons run on this node: every chunk (each at least LocalReads::kMinLength) is read from
+// The daemons run on this node: every chunk is read from
 // a chunk file of one of its copies (local reads, client/local_reads.h), replicated or not.
 TEST_P(ReplicationTest, ChunksOfThisNodesDaemonsAreReadFromTheirFiles) {
     const uint64_t cs = GetParam().chunk_size;
