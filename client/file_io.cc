@@ -600,8 +600,7 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
         std::memset(out.data() + p.offset_in_buffer + slots[i].reply.length, 0, p.length - slots[i].reply.length);
     }
     // A direct reader reads cold ranges past the page cache: a read-ahead into it is not for it.
-    if (local_ && local_->cold_reads() == LocalReads::ColdReads::buffered && length >= SequentialReads::kMinRead)
-        read_ahead(ino, layout, file_size, offset, length, t, cold);
+    if (local_ && local_->cold_reads() == LocalReads::ColdReads::buffered) read_ahead(ino, layout, file_size, offset, length, t, cold);
     return static_cast<size_t>(length);
 }
 

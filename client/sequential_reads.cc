@@ -7,6 +7,7 @@ namespace jobfs::client {
 
 SequentialReads::Range SequentialReads::after_read(uint64_t ino, uint64_t offset, uint64_t length, uint64_t file_size,
                                                    bool cold) {
+    if (length < kMinRead) return {};
     const uint64_t end = offset + length;
     std::lock_guard lock(mu_);
     if (files_.size() >= kMaxFiles && !files_.contains(ino)) files_.clear();

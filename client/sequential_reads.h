@@ -37,8 +37,9 @@ public:
     // Reads that make a run: a random reader's two reads that happen to land near each other
     // do not.
     static constexpr uint32_t kRunReads = 3;
-    // Reads shorter than this are not followed: a small reader's pieces come from the page
-    // cache the kernel's own readahead (or an earlier read) filled, and there are many of them.
+    // Reads shorter than this are not followed (after_read returns at once, takes no lock): a
+    // small reader's pieces come from the page cache the kernel's own readahead (or an earlier
+    // read) filled, and there are many of them.
     static constexpr uint64_t kMinRead = 128u << 10;
     // Files followed at once; past this, all are forgotten (and start over at their next read).
     static constexpr size_t kMaxFiles = 4096;

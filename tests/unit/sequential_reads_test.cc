@@ -84,6 +84,17 @@ TEST(SequentialReads, RandomReadsAreNotReadAhead) {
     EXPECT_TRUE(run(s, offsets, 64 * 1024 * MiB).empty());
 }
 
+// A reader in 64 KiB pieces (under kMinRead) is not followed; in 128 KiB pieces it is.
+TEST(SequentialReads, ReadsShorterThanTheFloorAreNotFollowed) {
+    SequentialReads s;
+    for (uint64_t off = 0; off < 64 * MiB; off += 64 << 10)
+        EXPECT_TRUE(s.after_read(7, off, 64 << 10, kFile, true).empty()) << off;
+    bool asked = false;
+    for (uint64_t off = 0; off < 64 * MiB; off += SequentialReads::kMinRead)
+        asked = !s.after_read(8, off, SequentialReads::kMinRead, kFile, true).empty() || asked;
+    EXPECT_TRUE(asked);
+}
+
 TEST(SequentialReads, TwoReadsThatHappenToLandNearEachOtherAreNoRun) {
     SequentialReads s;
     EXPECT_TRUE(run(s, {500, 501, 90, 700, 702, 10}).empty());
