@@ -21,10 +21,10 @@ bool HugeBuffer::reserve(size_t n) {
     if (m == MAP_FAILED) return false;
     auto* base = static_cast<uint8_t*>(m);
     const uintptr_t at = reinterpret_cast<uintptr_t>(base);
-    uint8_t* aligned = base + (kHugePage - at % kHugePage) % kHugePage;
-    if (aligned > base) ::munmap(base, static_cast<size_t>(aligned - base));
-    const size_t tail = static_cast<size_t>(base + size + kHugePage - (aligned + size));
-    if (tail > 0) ::munmap(aligned + size, tail);
+    const size_t head = (kHugePage - at % kHugePage) % kHugePage; // before the aligned stretch
+    uint8_t* aligned = base + head;
+    if (head > 0) ::munmap(base, head);
+    if (kHugePage - head > 0) ::munmap(aligned + size, kHugePage - head); // after it
     (void)::madvise(aligned, size, MADV_HUGEPAGE); // a hint: EINVAL where the kernel has no THP
     data_ = aligned;
     capacity_ = size;

@@ -45,14 +45,14 @@
 
 namespace jobfs::client {
 
+// Pieces of any length are read this way: one question to the Unix socket costs less than a
+// transport round trip at every size. Through jobfs-fuse, one fio job, 4 KiB random reads ran
+// at 8.1-8.6k IOPS with the page caches dropped against 3.9-4.1k with -o no_local_io, and with
+// O_DIRECT on a warm file 11.9k against 7.7k (512 bytes: 12.1k against 8.0k; 64 KiB: 12.9k
+// against 4.7k). Until session 34 pieces under 128 KiB went over the transport, a threshold
+// from when a local read also took a transport round trip.
 class LocalReads {
 public:
-    // Pieces of any length are read this way. Until session 34 pieces under 128 KiB went over
-    // the transport, from when a local read also took a transport round trip; now one question
-    // to the Unix socket is cheaper than the transport's round trip at every size: 4 KiB
-    // random reads through jobfs-fuse ran at 10.0-10.7k IOPS cold and 14k warm, against 4.5k
-    // and 8.3k over the transport; 64 KiB warm 13.5k against 4.5k (one fio job, O_DIRECT).
-
     // `daemons`: how many daemons the job has (ranks 0..daemons-1). `arena_bytes`: the size of
     // the write arena (0: none).
     static constexpr uint64_t kArenaBytes = 32ull << 20;
@@ -67,8 +67,9 @@ public:
     // caller's buffer, the page cache left out, wherever the buffer and the range are aligned
     // as the file system asks (statx STATX_DIOALIGN; the rest is read buffered). For a process
     // that caches what it read itself, as a FUSE server's kernel does: the bytes are not
-    // cached twice, and not copied through the chunk file's page cache (cold fio 4-job reads
-    // through the mount: 1839 MB/s direct, 1561 buffered, median of 5; 1 job: 1732 and 1517).
+    // cached twice, and not copied through the chunk file's page cache (fio, 4 jobs, 1 GiB
+    // written and read back cold through the mount: 1988 MB/s direct, 1598 with -o
+    // no_direct_reads, median of 5 alternating rounds; jobfs-fuse's buffers in huge pages).
     // The read-ahead of FileIO (prefetch) is for buffered readers: it fills the page cache.
     enum class ColdReads { buffered, direct };
     LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes,
