@@ -18,16 +18,11 @@
 // 4 KiB piece checked and then copied out while it is in the CPU's first-level cache: the
 // bytes leave memory once, as with pread alone, where pread and a check after it read them
 // twice (a warm 1 GiB read by one process went from 0.78-0.80x to 0.84-0.91x of pread from the
-// local disk, session 31). The chunk's bytes start on a 2 MiB boundary of its file
-// (server/chunk_store.h), so that those a large write left in 2 MiB pages of the page cache
-// are mapped with one page table entry per 2 MiB, not 512 (4 ranks reading a 1 GiB
-// checkpoint back through ad_jobfs spent about a tenth of their time filling in and tearing
-// down entries before, session 35). Other ranges are read with pread in runs of blocks.
-// A mapped page past the file's end would be a SIGBUS: the reader maps only what fstat shows
-// the file holds, and the daemon never shortens a chunk file in place (server/chunk_store.h)
-// except on a full disk, where it has no room for the copy; a reader of the cut part at that
-// very moment is the one case left, and an I/O error of the disk while the mapping is read is
-// another.
+// local disk, session 31). Other ranges are read with pread in runs of blocks. A mapped page
+// past the file's end would be a SIGBUS: the reader maps only what fstat shows the file holds,
+// and the daemon never shortens a chunk file in place (server/chunk_store.h) except on a full
+// disk, where it has no room for the copy; a reader of the cut part at that very moment is
+// the one case left, and an I/O error of the disk while the mapping is read is another.
 //
 // Descriptors are not kept: one is asked for per piece read, so that a deleted file's space is
 // never held by a reader (a round trip of the Unix socket, a few microseconds).

@@ -2,9 +2,8 @@
 //
 // On disk, chunk (ino, index) is one file:
 //   <data_dir>/chunks/<ino % 256 as 2 hex>/<ino as 16 hex>.<index as 8 hex>
-// holding its checksums in [0, kDataOffset) (the first 128 KiB at most, the rest a hole) and
-// its data from kDataOffset (2 MiB) on, so the file's length is kDataOffset + the chunk's
-// length (or 0 for a chunk created but never written).
+// holding its checksums in [0, kDataOffset) and its data from kDataOffset on, so the file's
+// length is kDataOffset + the chunk's length (or 0 for a chunk created but never written).
 // The checksums are one 8-byte entry per 64 KiB block: the CRC32C of the block's bytes (up to
 // the chunk's length) and a word that is 1 once the block has been written. A block never
 // written is a hole and reads as zeros without a check. (The checksums were a second file
@@ -81,7 +80,7 @@ Status for_each_chunk_in(const std::string& dir, Fn fn) {
 // daemon of another version refuses the directory rather than reading chunks it would take for
 // corrupt (every block would fail its checksum).
 constexpr char kLayoutFile[] = "/.layout";
-constexpr char kLayoutMark[] = "jobfs chunk layout 3: one file per chunk, CRC32C entries, the bytes from 2 MiB on\n";
+constexpr char kLayoutMark[] = "jobfs chunk layout 2: one file per chunk, 128 KiB of CRC32C entries, then the bytes\n";
 
 // A shortened chunk is written under its name plus this, then renamed over it (truncate).
 // chunk_of_name does not take such a name for a chunk.

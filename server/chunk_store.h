@@ -71,13 +71,8 @@ class ChunkStore {
 public:
     static constexpr uint32_t kBlockSize = 64 * 1024;
     // Where a chunk's bytes start in its file (the checksums come first): byte i of the chunk
-    // is byte kDataOffset + i of the file. The entries of a 1 GiB chunk take 128 KiB; the rest
-    // is a hole, there so that the bytes start on a huge page (2 MiB): the page cache keeps a
-    // large write's bytes in 2 MiB pages only where they are 2 MiB-aligned in the file, and a
-    // local reader maps such a page with one page table entry where it takes 512 for small ones
-    // (client/local_reads.h). Byte i of a 4 MiB chunk was in 2 MiB pages for half of the chunk
-    // at most when its bytes started at 128 KiB (layout 2).
-    static constexpr uint64_t kDataOffset = 2 * 1024 * 1024;
+    // is byte kDataOffset + i of the file. Room for the entries of a 1 GiB chunk, page-aligned.
+    static constexpr uint64_t kDataOffset = 128 * 1024;
 
     // Opens (creating if needed) the store under data_dir; chunk_size bounds every chunk (the
     // daemon passes the largest layout chunk; checksum space grows with what is written).

@@ -1,14 +1,12 @@
 // chunk_store_test: chunk files with block checksums on a real local file system (and a tiny
 // tmpfs for ENOSPC), checked against an in-memory model of each chunk.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -272,10 +270,10 @@ TEST(ChunkStore, ChunksOfAnotherLayoutAreRefusedAtOpen) {
     EXPECT_FALSE(fs::exists(old.path() + "/chunks/.layout")); // not marked: still refused next time
     EXPECT_FALSE(ChunkStore::open(old.path(), kChunk).ok());
 
-    std::ofstream(d.path() + "/chunks/.layout", std::ios::trunc) << "jobfs chunk layout 9: something else\n";
+    std::ofstream(d.path() + "/chunks/.layout", std::ios::trunc) << "jobfs chunk layout 3: something else\n";
     auto other = ChunkStore::open(d.path(), kChunk);
     ASSERT_FALSE(other.ok());
-    EXPECT_NE(other.status().message().find("jobfs chunk layout 9"), std::string::npos) << other.status().to_string();
+    EXPECT_NE(other.status().message().find("jobfs chunk layout 3"), std::string::npos) << other.status().to_string();
 }
 
 TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
@@ -310,63 +308,6 @@ std::vector<uint8_t> chunk_bytes_through(const transport::UniqueFd& reader, size
     const ssize_t got = ::pread(reader.get(), out.data(), n, ChunkStore::kDataOffset);
     out.resize(got > 0 ? static_cast<size_t>(got) : 0);
     return out;
-}
-
-// How many bytes of the mapping at `m` the kernel maps with 2 MiB page table entries
-// (FilePmdMapped of its /proc/self/smaps entry); nullopt if it has no such entry.
-std::optional<uint64_t> pmd_mapped_bytes(const void* m) {
-    std::ifstream smaps("/proc/self/smaps");
-    char head[32];
-    std::snprintf(head, sizeof head, "%lx-", reinterpret_cast<unsigned long>(m));
-    bool in = false;
-    for (std::string line; std::getline(smaps, line);) {
-        if (line.empty()) continue;
-        if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
-            line.find(':') > line.find('-')) {
-            if (in) return std::nullopt;
-            in = line.starts_with(head);
-        } else if (in && line.starts_with("FilePmdMapped:")) {
-            return std::strtoull(line.c_str() + 14, nullptr, 10) * 1024;
-        }
-    }
-    return std::nullopt;
-}
-// The bytes [offset, offset + length) of the file fd mapped as a local reader maps them
-// (client/local_reads.cc, read_mapped), and how many of them in 2 MiB page table entries.
-std::optional<uint64_t> pmd_mapped_bytes_of(int fd, uint64_t offset, uint64_t length) {
-    void* m = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(offset));
-    if (m == MAP_FAILED) return std::nullopt;
-    auto bytes = pmd_mapped_bytes(m);
-    ::munmap(m, length);
-    return bytes;
-}
-
-// A chunk's bytes start on a 2 MiB boundary of its file (layout 3), so that those of a large
-// write are kept in 2 MiB pages of the page cache and a local reader maps each with one entry
-// (512 fewer to fill in and to tear down per 2 MiB; a warm read of a 1 GiB checkpoint through
-// ad_jobfs spent about a tenth of its time there). With the bytes at 128 KiB (layout 2) the
-// page cache held at most half of a 4 MiB chunk in 2 MiB pages. Skipped where the kernel and
-// file system keep no 2 MiB pages for a file written the same way at offset 0.
-TEST(ChunkStore, ALargeWritesBytesAreMappedInHugePages) {
-    TempDir d;
-    constexpr uint64_t kHuge = 2 << 20, kLarge = 4 << 20;
-    auto data = pattern(kLarge, 8);
-    {
-        const std::string control = d.path() + "/control";
-        transport::UniqueFd fd(::open(control.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-        ASSERT_GE(fd.get(), 0);
-        ASSERT_EQ(::pwrite(fd.get(), data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
-        if (pmd_mapped_bytes_of(fd.get(), 0, kLarge).value_or(0) != kLarge)
-            GTEST_SKIP() << "the page cache of " << d.path() << " keeps no 2 MiB pages for a 4 MiB write";
-    }
-    static_assert(ChunkStore::kDataOffset % kHuge == 0);
-    auto st = ChunkStore::open(d.path(), kLarge);
-    ASSERT_TRUE(st.ok()) << st.status().to_string();
-    const ChunkId id{0x51, 0};
-    ASSERT_TRUE((*st)->write(id, 0, data).ok());
-    const transport::UniqueFd reader = reader_of(**st, id);
-    EXPECT_EQ(pmd_mapped_bytes_of(reader.get(), ChunkStore::kDataOffset, kLarge), kLarge);
-    EXPECT_EQ(chunk_bytes_through(reader, kLarge), data);
 }
 
 // A shortening truncate writes the kept part to a new file that replaces the chunk's: a
