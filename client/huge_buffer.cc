@@ -24,7 +24,7 @@ bool HugeBuffer::reserve(size_t n) {
     const size_t head = (kHugePage - at % kHugePage) % kHugePage; // before the aligned stretch
     uint8_t* aligned = base + head;
     if (head > 0) ::munmap(base, head);
-    if (kHugePage - head > 0) ::munmap(aligned + size, kHugePage - head); // after it
+    ::munmap(aligned + size, kHugePage - head); // after it: never empty, head < kHugePage
     (void)::madvise(aligned, size, MADV_HUGEPAGE); // a hint: EINVAL where the kernel has no THP
     data_ = aligned;
     capacity_ = size;

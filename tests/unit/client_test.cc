@@ -258,7 +258,7 @@ TEST_F(ClientTest, OtherHandlesTruncateAndSettledWritesAreSeen) {
 // The daemons run on this node: reads take the bytes from the chunk files (local reads,
 // client/local_reads.h), large and small pieces and unaligned edges alike, and with the
 // daemons' local-reads off every byte comes over the transport.
-TEST_F(ClientTest, LargeReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
+TEST_F(ClientTest, ReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     const auto data = pattern((6 << 20) + 12345, 31);
     ASSERT_TRUE(write_file("/local", data).ok());
     const uint64_t before = client->io().local_reads();
