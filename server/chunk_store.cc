@@ -35,6 +35,7 @@
 
 #include "file_util.h"
 #include "log.h"
+#include "server/crc_table_cache.h"
 
 namespace jobfs::server {
 namespace {
@@ -90,11 +91,6 @@ constexpr size_t kMaxOpenChunks = 256;
 // O_DIRECT's alignment of offset, length and memory (the page size covers every block size).
 constexpr size_t kDirectAlign = 4096;
 
-struct CrcEntry {
-    uint32_t crc;
-    uint32_t written;
-};
-static_assert(sizeof(CrcEntry) == 8);
 // Every block of the largest chunk (ChunkStore::open checks 1 GiB) has its entry before the data.
 static_assert((1ull << 30) / ChunkStore::kBlockSize * sizeof(CrcEntry) <= ChunkStore::kDataOffset);
 static_assert(ChunkStore::kDataOffset % kDirectAlign == 0);
@@ -159,6 +155,7 @@ struct ChunkStore::Impl {
     };
     std::unordered_map<ChunkId, std::list<Open>::iterator, Hash> index;
     std::atomic<uint64_t> chunk_files{0};
+    CrcTableCache crc_tables; // the checksum entries of recently used chunks (load_crcs, write_crcs)
 
     std::mutex& lock_for(ChunkId id) { return locks[chunk_hash(id) % kLockStripes]; }
 
@@ -254,8 +251,10 @@ struct ChunkStore::Impl {
         }
     }
 
-    // Forgets the cached files of a chunk (before it is deleted). Caller holds its stripe lock.
+    // Forgets the cached files and checksums of a chunk (before it is deleted or replaced).
+    // Caller holds its stripe lock.
     void forget(ChunkId id) {
+        crc_tables.forget(id);
         std::lock_guard l(cache_mu);
         auto it = index.find(id);
         if (it == index.end()) return;
@@ -266,14 +265,22 @@ struct ChunkStore::Impl {
         index.erase(it);
     }
 
+    // The entries of blocks [first_block, first_block + count): from crc_tables, or read from
+    // the file with those of every block before them and of the whole chunk (one page for a
+    // chunk of up to 32 MiB), which are cached for the next reads. Caller holds the stripe lock.
     Result<std::vector<CrcEntry>> load_crcs(const Open& o, uint64_t first_block, uint64_t count) {
         std::vector<CrcEntry> e(count);
+        if (crc_tables.get(o.id, first_block, e)) return e;
+        auto len = data_length(o);
+        if (!len.ok()) return len.status();
+        std::vector<CrcEntry> table(std::max<uint64_t>(first_block + count, (*len + kBlock - 1) / kBlock));
         size_t got = 0;
-        if (!pread_all(o.data, reinterpret_cast<uint8_t*>(e.data()), count * sizeof(CrcEntry),
-                       static_cast<off_t>(first_block * sizeof(CrcEntry)), &got))
+        if (!pread_all(o.data, reinterpret_cast<uint8_t*>(table.data()), table.size() * sizeof(CrcEntry), 0, &got))
             return errno_status("read checksums of " + path(o.id));
         // Entries past the file's end (a chunk never written) were never written: holes.
-        std::memset(reinterpret_cast<uint8_t*>(e.data()) + got, 0, count * sizeof(CrcEntry) - got);
+        std::memset(reinterpret_cast<uint8_t*>(table.data()) + got, 0, table.size() * sizeof(CrcEntry) - got);
+        std::copy_n(table.begin() + static_cast<ptrdiff_t>(first_block), count, e.begin());
+        crc_tables.put(o.id, std::move(table));
         return e;
     }
 
@@ -473,10 +480,17 @@ struct ChunkStore::Impl {
     static Status write_error_of(const std::string& file) {
         return errno == ENOSPC ? Status(Code::no_space, "no space left for " + file) : errno_status("write " + file);
     }
+    // Writes entries of blocks [first_block, first_block + e.size()), in the file and in
+    // crc_tables (a failed write leaves the file's entries unknown: forgotten there). Caller
+    // holds the stripe lock.
     Status write_crcs(const Open& o, uint64_t first_block, std::span<const CrcEntry> e) {
         if (!pwrite_all(o.data, reinterpret_cast<const uint8_t*>(e.data()), e.size_bytes(),
-                        static_cast<off_t>(first_block * sizeof(CrcEntry))))
-            return errno_status("write checksums of " + path(o.id));
+                        static_cast<off_t>(first_block * sizeof(CrcEntry)))) {
+            const Status s = errno_status("write checksums of " + path(o.id));
+            crc_tables.forget(o.id);
+            return s;
+        }
+        crc_tables.update(o.id, first_block, e);
         return Status::OK();
     }
 };

@@ -69,7 +69,7 @@ TESTS += tests/unit/wire_test tests/unit/transport_test
 
 # server/ parts
 SERVER_UNIT_LIBS = server/libjobfs_server.la $(UNIT_LIBS)
-check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/meta_shard_test \
+check_PROGRAMS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/crc_table_cache_test tests/unit/meta_shard_test \
 	tests/unit/chunk_service_test tests/unit/daemon_test tests/unit/meta_service_test tests/unit/file_locks_test
 tests_unit_file_locks_test_SOURCES = tests/unit/file_locks_test.cc
 tests_unit_file_locks_test_CXXFLAGS = $(UNIT_FLAGS)
@@ -87,13 +87,16 @@ tests_unit_chunk_service_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_config_test_SOURCES = tests/unit/config_test.cc
 tests_unit_config_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_config_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
+tests_unit_crc_table_cache_test_SOURCES = tests/unit/crc_table_cache_test.cc
+tests_unit_crc_table_cache_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_crc_table_cache_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_chunk_store_test_SOURCES = tests/unit/chunk_store_test.cc
 tests_unit_chunk_store_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_chunk_store_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
 tests_unit_meta_shard_test_SOURCES = tests/unit/meta_shard_test.cc
 tests_unit_meta_shard_test_CXXFLAGS = $(UNIT_FLAGS) $(SQLITE_CFLAGS)
 tests_unit_meta_shard_test_LDADD = $(SERVER_UNIT_LIBS) -lgtest_main
-TESTS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/meta_shard_test \
+TESTS += tests/unit/config_test tests/unit/chunk_store_test tests/unit/crc_table_cache_test tests/unit/meta_shard_test \
 	tests/unit/chunk_service_test tests/unit/daemon_test tests/unit/meta_service_test tests/unit/file_locks_test
 
 # libFuzzer target for the decoder (clang only): `make fuzz` builds it, `make run-fuzz` runs it

@@ -1,6 +1,7 @@
 // chunk_store_test: chunk files with block checksums on a real local file system (and a tiny
 // tmpfs for ENOSPC), checked against an in-memory model of each chunk.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -294,6 +295,51 @@ TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {
     EXPECT_EQ(*n, out.size());
     EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t c) { return c == 0; }));
     EXPECT_EQ(crcs, transport::block_crcs(0, out)) << "a hole's blocks have no stored checksum";
+}
+
+// Whether the kernel holds the page at `offset` of `path` in its page cache (mincore of a
+// mapping, which looks without reading it).
+bool page_cached(const std::string& path, off_t offset) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const long page = ::sysconf(_SC_PAGESIZE);
+    void* m = ::mmap(nullptr, static_cast<size_t>(page), PROT_READ, MAP_SHARED, fd, offset);
+    ::close(fd);
+    if (m == MAP_FAILED) return false;
+    unsigned char in = 0;
+    const bool ok = ::mincore(m, static_cast<size_t>(page), &in) == 0;
+    ::munmap(m, static_cast<size_t>(page));
+    return ok && (in & 1);
+}
+
+// The checksums of a chunk it has written or read are kept by the store (crc_table_cache.h):
+// once the kernel dropped the chunk file's first page, reads and describes do not wait for it
+// to be read again. Without them, both read it back.
+TEST(ChunkStore, ChecksumsOfAChunkInUseAreNotReadFromItsFileAgain) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), 4 << 20);
+    ASSERT_TRUE(st.ok());
+    const ChunkId id{11, 0};
+    const auto data = pattern(1 << 20, 9);
+    ASSERT_TRUE((*st)->write(id, 0, data).ok());
+    ASSERT_TRUE((*st)->sync(id).ok()); // clean pages, which the kernel may drop
+    const std::string file = chunk_file(d.path(), id);
+    {
+        const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::posix_fadvise(fd, 0, static_cast<off_t>(ChunkStore::kDataOffset), POSIX_FADV_DONTNEED), 0);
+        ::close(fd);
+    }
+    if (page_cached(file, 0)) GTEST_SKIP() << "the kernel kept the page it was asked to drop";
+    std::vector<uint8_t> out(data.size());
+    auto n = (*st)->read(id, 0, out);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin()));
+    auto v = (*st)->describe(id, 100000, 300000);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    const auto crcs = transport::block_crcs(0, data);
+    EXPECT_EQ(v->crcs, std::vector<uint32_t>(crcs.begin() + 1, crcs.begin() + 7)); // blocks 1..6
+    EXPECT_FALSE(page_cached(file, 0)) << "the checksums were read from the file again";
 }
 
 // A local reader's descriptor of chunk id's file (ChunkStore::open_for_reader), and the first
