@@ -6,6 +6,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
 	client/file_io.h client/file_io.cc \
 	client/local_reads.h client/local_reads.cc \
+	client/page_cache_filler.h client/page_cache_filler.cc \
 	client/sequential_reads.h client/sequential_reads.cc \
 	client/huge_buffer.h client/huge_buffer.cc \
 	client/write_arena.h client/write_arena.cc \
@@ -50,6 +51,11 @@ tests_unit_sequential_reads_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) 
 TESTS += tests/unit/sequential_reads_test
 
 # Local reads: a real LocalReadServer and ChunkStore in the test, the reader of client/.
+check_PROGRAMS += tests/unit/page_cache_filler_test
+tests_unit_page_cache_filler_test_SOURCES = tests/unit/page_cache_filler_test.cc
+tests_unit_page_cache_filler_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)
+tests_unit_page_cache_filler_test_LDADD = client/libjobfs_client.la $(UNIT_LIBS) -lgtest_main
+TESTS += tests/unit/page_cache_filler_test
 check_PROGRAMS += tests/unit/local_reads_test
 tests_unit_local_reads_test_SOURCES = tests/unit/local_reads_test.cc
 tests_unit_local_reads_test_CXXFLAGS = $(UNIT_FLAGS) $(UCX_CFLAGS)

@@ -269,7 +269,7 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     if (!f.ok()) return false; // not written (yet), or the daemon went away: the read will tell
     const uint64_t at = f->data_offset + offset;
     if (cached(f->fd.get(), at, length)) return false;
-    (void)::posix_fadvise(f->fd.get(), static_cast<off_t>(at), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
+    if (!filler_.fill_later(std::move(f->fd), at, length)) return false; // enough asked for already
     prefetches_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
@@ -346,6 +346,19 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
     std::vector<Result<Opened>> out;
     out.reserve(ranges.size());
     for (size_t i = 0; i < ranges.size(); ++i) out.push_back(opened(ranges[i], std::move(*replies[i])));
+    // Cold ranges of a buffered reader: the first is read into the page cache by the reader
+    // itself (read), the others by the filler's thread meanwhile, so that the disk has the
+    // next one to work on while the reader waits for the first.
+    if (cold_reads_ == ColdReads::buffered) {
+        bool first = true;
+        for (Result<Opened>& o : out) {
+            if (!o.ok() || !o->cold_) continue;
+            if (std::exchange(first, false)) continue;
+            const auto [at, n] = o->blocks();
+            const int dup = ::fcntl(o->fd_.get(), F_DUPFD_CLOEXEC, 0);
+            if (dup >= 0) (void)filler_.fill_later(transport::UniqueFd(dup), o->data_offset_ + at, n);
+        }
+    }
     return out;
 }
 
@@ -371,15 +384,18 @@ Result<LocalReads::Opened> LocalReads::opened(const Range& range, Result<transpo
     if (::fstat(o.fd_.get(), &st) != 0) return Status::from_errno(errno, describe(range));
     if (static_cast<uint64_t>(st.st_dev) != h.file_dev || static_cast<uint64_t>(st.st_ino) != h.file_ino)
         return Status(Code::again, describe(range) + ": the chunk file changed (a resync replaced it)");
-    // A range not in the page cache is asked of the disk at once: read block run by block run,
-    // the kernel's readahead would keep only a shallow queue. (Asking for cached pages costs a
-    // walk of them, hence the look first.) A direct reader reads it past the page cache.
-    const uint64_t first = range.offset / kBlock * kBlock, last = std::min<uint64_t>((end - 1) / kBlock * kBlock + kBlock, o.held_);
-    o.cold_ = !cached(o.fd_.get(), o.data_offset_ + first, last - first);
-    if (o.cold_ && cold_reads_ == ColdReads::buffered)
-        (void)::posix_fadvise(o.fd_.get(), static_cast<off_t>(o.data_offset_ + first), static_cast<off_t>(last - first),
-                              POSIX_FADV_WILLNEED);
+    // Whether the disk must be asked for some of it (open then has it read into the page cache
+    // ahead, read_copied past it for a direct reader).
+    const auto [at, n] = o.blocks();
+    o.cold_ = !cached(o.fd_.get(), o.data_offset_ + at, n);
     return o;
+}
+
+std::pair<uint64_t, uint64_t> LocalReads::Opened::blocks() const {
+    if (length_ == 0) return {range_.offset, 0};
+    const uint64_t first = range_.offset / kBlock * kBlock;
+    const uint64_t last = std::min<uint64_t>((range_.offset + length_ - 1) / kBlock * kBlock + kBlock, held_);
+    return {first, last - first};
 }
 
 Result<uint64_t> LocalReads::read_range(const Range& r, std::span<uint8_t> out, bool* cold) {
@@ -395,7 +411,16 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
     if (!o.fd_ || out.size() != o.length_ || o.length_ == 0)
         return Status(Code::invalid, describe(p) + ": nothing opened to read, or a buffer of another size");
     std::optional<Status> mapped;
-    if (!o.cold_ && cached_reads_ == CachedReads::mapped) mapped = read_mapped(o, out);
+    // A cold range of a buffered reader goes into the page cache first, in 2 MiB pages where
+    // the kernel keeps them (the filler's thread may have it under way already), and is then
+    // read as a cached one. Where that fails (the disk's error, a file cut short) it is read
+    // with pread, which tells what went wrong.
+    bool cached_now = !o.cold_;
+    if (o.cold_ && cold_reads_ == ColdReads::buffered) {
+        const auto [at, n] = o.blocks();
+        cached_now = PageCacheFiller::fill(o.fd_.get(), o.data_offset_ + at, n);
+    }
+    if (cached_now && cached_reads_ == CachedReads::mapped) mapped = read_mapped(o, out);
     bool direct = false;
     const Status s = mapped ? *mapped : read_copied(o, out, &direct);
     if (s.ok()) reads_.fetch_add(1, std::memory_order_relaxed);
