@@ -71,7 +71,9 @@ public:
     // thread meanwhile), then read from there as cached ranges are, and found there by a later
     // read. 4 ranks reading a 1 GiB checkpoint back through ad_jobfs after drop_caches:
     // 1900-1997 MB/s, and 1690-1835 when the disk was asked with posix_fadvise(WILLNEED)
-    // (4 KiB pages); a warm read after each, 4169-4238 against 3341-3736 (session 36). `direct`: read with O_DIRECT straight into the
+    // (4 KiB pages); a warm read after each, 4169-4238 against 3341-3736 (session 36). On a
+    // VM that hands free 2 MiB blocks back to its host, posix_fadvise and pread as before
+    // (PageCacheFiller::host_takes_back_huge_pages). `direct`: read with O_DIRECT straight into the
     // caller's buffer, the page cache left out, wherever the buffer and the range are aligned
     // as the file system asks (statx STATX_DIOALIGN; the rest is read buffered). For a process
     // that caches what it read itself, as a FUSE server's kernel does: the bytes are not

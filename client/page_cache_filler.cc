@@ -1,11 +1,14 @@
 // page_cache_filler.cc: see page_cache_filler.h.
 #include "client/page_cache_filler.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <utility>
 
 #ifndef MADV_POPULATE_READ
@@ -14,7 +17,37 @@
 
 namespace jobfs::client {
 
+bool PageCacheFiller::host_takes_back_huge_pages(const std::string& sys) {
+    const std::string driver = sys + "/bus/virtio/drivers/virtio_balloon";
+    bool reporting = false;
+    if (DIR* d = ::opendir(driver.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            if (std::strncmp(e->d_name, "virtio", 6) != 0) continue;
+            std::ifstream f(driver + "/" + e->d_name + "/features");
+            std::string bits;
+            // One character per feature bit, bit 0 first.
+            if (std::getline(f, bits) && bits.size() > 5 && bits[5] == '1') reporting = true;
+        }
+        ::closedir(d);
+    }
+    if (!reporting) return false;
+    unsigned order = 9; // the kernel's default: pageblock_order, a 2 MiB block
+    std::ifstream(sys + "/module/page_reporting/parameters/page_reporting_order") >> order;
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    return (page << order) <= (2u << 20);
+}
+
 bool PageCacheFiller::fill(int fd, uint64_t offset, uint64_t length) {
+    if (length == 0) return true;
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t from = offset / page * page, len = offset + length - from;
+    static const bool small_pages = host_takes_back_huge_pages();
+    if (!small_pages) return fill_huge(fd, offset, length);
+    (void)::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(len), POSIX_FADV_WILLNEED);
+    return false;
+}
+
+bool PageCacheFiller::fill_huge(int fd, uint64_t offset, uint64_t length) {
     if (length == 0) return true;
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     const uint64_t from = offset / page * page, len = offset + length - from;

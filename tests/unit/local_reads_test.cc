@@ -181,9 +181,11 @@ TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
                 want.resize(*n);
                 EXPECT_EQ(got, want) << off << "+" << size << (cold ? " cold" : "");
             }
-            // A cold range is read into the page cache first, and then as a cached one.
+            // A cold range is read into the page cache first, and then as a cached one (with
+            // pread where the host takes huge pages back: page_cache_filler.h).
+            const bool cold_mapped = !client::PageCacheFiller::host_takes_back_huge_pages();
             EXPECT_EQ(reader->mapped_reads() - first_mapped,
-                      mode == LocalReads::CachedReads::mapped ? ranges.size() * (cold ? 2 : 1) : 0u)
+                      mode == LocalReads::CachedReads::mapped ? ranges.size() * (cold && cold_mapped ? 2 : 1) : 0u)
                 << "ranges are read from a mapping in mapped mode alone";
         }
         EXPECT_EQ(reader->reads(), first_reads + 2 * ranges.size());
@@ -224,7 +226,8 @@ TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
             EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
         }
         EXPECT_EQ(reader->reads(), 2u);
-        EXPECT_EQ(reader->mapped_reads(), mode == LocalReads::CachedReads::mapped ? 2u : 0u);
+        const bool cold_mapped = !client::PageCacheFiller::host_takes_back_huge_pages();
+        EXPECT_EQ(reader->mapped_reads(), mode == LocalReads::CachedReads::mapped ? (cold_mapped ? 2u : 1u) : 0u);
     }
 }
 
