@@ -91,9 +91,6 @@ public:
 
 private:
     static constexpr size_t kKeptBufferBytes = 32u << 20; // idle buffers kept: 8 chunks of 4 MiB
-    struct ChunkIdHash {
-        size_t operator()(const ChunkId& c) const { return std::hash<uint64_t>()(c.ino * 0x9e3779b97f4a7c15ull ^ c.index); }
-    };
     // A chunk's CRAQ versions on this daemon: the newest write seen and the writes not yet
     // acknowledged by the rest of the chain.
     struct Versions {

@@ -99,8 +99,6 @@ uint32_t crc32c(const uint8_t* p, size_t n) {
     return crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), 0);
 }
 
-size_t chunk_hash(ChunkId id) { return std::hash<uint64_t>()(id.ino * 0x9e3779b97f4a7c15ull ^ id.index); }
-
 Status errno_status(const std::string& what) { return Status::from_errno(errno, what); }
 
 // pread/pwrite until done: regular files may return short counts on signals.
@@ -150,14 +148,11 @@ struct ChunkStore::Impl {
     };
     std::mutex cache_mu;
     std::list<Open> lru;
-    struct Hash {
-        size_t operator()(const ChunkId& c) const { return chunk_hash(c); }
-    };
-    std::unordered_map<ChunkId, std::list<Open>::iterator, Hash> index;
+    std::unordered_map<ChunkId, std::list<Open>::iterator, ChunkIdHash> index;
     std::atomic<uint64_t> chunk_files{0};
     CrcTableCache crc_tables; // the checksum entries of recently used chunks (load_crcs, write_crcs)
 
-    std::mutex& lock_for(ChunkId id) { return locks[chunk_hash(id) % kLockStripes]; }
+    std::mutex& lock_for(ChunkId id) { return locks[ChunkIdHash()(id) % kLockStripes]; }
 
     std::string subdir(uint64_t ino) const {
         char b[8];

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -59,6 +60,10 @@ struct ChunkId {
     uint64_t ino = 0;
     uint64_t index = 0; // chunk number within the file
     bool operator==(const ChunkId&) const = default;
+};
+// For unordered containers of chunks and for lock stripes.
+struct ChunkIdHash {
+    size_t operator()(const ChunkId& c) const { return std::hash<uint64_t>()(c.ino * 0x9e3779b97f4a7c15ull ^ c.index); }
 };
 
 struct DiskSpace {

@@ -66,9 +66,6 @@ private:
         ChunkId id;
         std::vector<CrcEntry> entries;
     };
-    struct Hash {
-        size_t operator()(const ChunkId& c) const { return std::hash<uint64_t>()(c.ino * 0x9e3779b97f4a7c15ull ^ c.index); }
-    };
     static uint64_t cost(const Table& t) { return t.entries.size() * sizeof(CrcEntry) + kTableOverhead; }
     void erase_locked(std::list<Table>::iterator it);
     void evict_locked();
@@ -76,7 +73,7 @@ private:
     const uint64_t max_bytes_;
     mutable std::mutex mu_; // guards all below
     std::list<Table> lru_;  // most recently used first
-    std::unordered_map<ChunkId, std::list<Table>::iterator, Hash> index_;
+    std::unordered_map<ChunkId, std::list<Table>::iterator, ChunkIdHash> index_;
     uint64_t bytes_ = 0;
 };
 
