@@ -572,8 +572,15 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
     // The block that held the old end may grow: it is rewritten too when the write starts past it.
     const uint64_t old_last = *len > 0 ? (*len - 1) / kBlock : 0;
     const uint64_t first = (*len > 0 && old_last < b0 && *len % kBlock != 0) ? old_last : b0;
-    auto crcs = impl_->load_crcs(f, first, b1 - first + 1);
-    if (!crcs.ok()) return crcs.status();
+    // Old entries only of blocks that held bytes: a write past the end (a stream of pieces)
+    // reads none.
+    const uint64_t held_end = std::min(b1 + 1, (*len + kBlock - 1) / kBlock);
+    std::vector<CrcEntry> old;
+    if (held_end > first) {
+        auto crcs = impl_->load_crcs(f, first, held_end - first);
+        if (!crcs.ok()) return crcs.status();
+        old = std::move(*crcs);
+    }
     std::vector<uint8_t> block(kBlock);
     std::vector<CrcEntry> updated(b1 - first + 1);
     for (uint64_t b = first; b <= b1; ++b) {
@@ -586,11 +593,10 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
                                                                      : crc32c(data.data() + (bs - offset), be - bs), 1};
             continue;
         }
-        CrcEntry& e = (*crcs)[b - first];
         // Old bytes of this block (verified), then the new bytes over them.
         std::fill(block.begin(), block.end(), 0);
         if (bs < *len) {
-            auto r = impl_->read_block(f, b, *len, e, block.data());
+            auto r = impl_->read_block(f, b, *len, old[b - first], block.data());
             if (!r.ok()) return r.status();
         }
         const uint64_t ws = std::max(bs, offset), we = std::min(be, end);

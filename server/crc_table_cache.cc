@@ -19,16 +19,18 @@ bool CrcTableCache::get(ChunkId id, uint64_t first, std::span<CrcEntry> out) {
 void CrcTableCache::put(ChunkId id, std::vector<CrcEntry> table) {
     std::lock_guard l(mu_);
     if (auto it = index_.find(id); it != index_.end()) erase_locked(it->second);
-    lru_.push_front(Table{id, std::move(table)});
-    index_[id] = lru_.begin();
-    bytes_ += cost(lru_.front());
-    evict_locked();
+    insert_locked(id, std::move(table));
 }
 
 void CrcTableCache::update(ChunkId id, uint64_t first, std::span<const CrcEntry> e) {
     std::lock_guard l(mu_);
     auto it = index_.find(id);
-    if (it == index_.end()) return;
+    if (it == index_.end()) {
+        // Entries from the first on are all known now: a chunk written from its start (the
+        // first piece of a stream) is cached without a read.
+        if (first == 0) insert_locked(id, std::vector<CrcEntry>(e.begin(), e.end()));
+        return;
+    }
     Table& t = *it->second;
     if (first > t.entries.size()) {
         erase_locked(it->second);
@@ -55,6 +57,13 @@ uint64_t CrcTableCache::bytes() const {
 uint64_t CrcTableCache::tables() const {
     std::lock_guard l(mu_);
     return lru_.size();
+}
+
+void CrcTableCache::insert_locked(ChunkId id, std::vector<CrcEntry> table) {
+    lru_.push_front(Table{id, std::move(table)});
+    index_[id] = lru_.begin();
+    bytes_ += cost(lru_.front());
+    evict_locked();
 }
 
 void CrcTableCache::erase_locked(std::list<Table>::iterator it) {

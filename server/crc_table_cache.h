@@ -53,7 +53,8 @@ public:
     void put(ChunkId id, std::vector<CrcEntry> table);
     // Entries [first, first + e.size()) of chunk `id` were just written to its file. A cached
     // table that reaches `first` takes them (and grows); one that ends short of it is dropped,
-    // as the entries in between are not known here.
+    // as the entries in between are not known here. Entries written from the first block on
+    // make a table where there was none.
     void update(ChunkId id, uint64_t first, std::span<const CrcEntry> e);
     // The chunk's file is about to be removed or replaced, or its entries are in doubt.
     void forget(ChunkId id);
@@ -67,6 +68,7 @@ private:
         std::vector<CrcEntry> entries;
     };
     static uint64_t cost(const Table& t) { return t.entries.size() * sizeof(CrcEntry) + kTableOverhead; }
+    void insert_locked(ChunkId id, std::vector<CrcEntry> table); // none cached for id
     void erase_locked(std::list<Table>::iterator it);
     void evict_locked();
 

@@ -342,6 +342,39 @@ TEST(ChunkStore, ChecksumsOfAChunkInUseAreNotReadFromItsFileAgain) {
     EXPECT_FALSE(page_cached(file, 0)) << "the checksums were read from the file again";
 }
 
+// Bytes this process has read with read and pread so far (/proc/self/io, rchar).
+uint64_t bytes_read_so_far() {
+    std::ifstream io("/proc/self/io");
+    for (std::string key; io >> key;) {
+        uint64_t v = 0;
+        io >> v;
+        if (key == "rchar:") return v;
+    }
+    return 0;
+}
+
+// A chunk written piece after piece, each past its end (a checkpoint's stream): a write needs
+// the old checksums only of blocks whose old bytes it keeps, and these keep none, so nothing
+// is read; with the checksum table cached, each such write read it again from the file.
+TEST(ChunkStore, WritesPastTheEndReadNothing) {
+    TempDir d;
+    auto st = ChunkStore::open(d.path(), 4 << 20);
+    ASSERT_TRUE(st.ok());
+    const ChunkId id{12, 0};
+    const auto data = pattern(4 << 20, 10);
+    constexpr size_t kPiece = 512 << 10;
+    ASSERT_TRUE((*st)->write(id, 0, std::span(data).first(kPiece)).ok());
+    // Reading /proc/self/io counts too: what one look costs, seen between two looks.
+    const uint64_t probe = bytes_read_so_far();
+    const uint64_t before = bytes_read_so_far();
+    for (size_t off = kPiece; off < data.size(); off += kPiece)
+        ASSERT_TRUE((*st)->write(id, off, std::span(data).subspan(off, kPiece)).ok());
+    EXPECT_EQ(bytes_read_so_far() - before, before - probe) << "the writes read the chunk file";
+    std::vector<uint8_t> out(data.size());
+    ASSERT_TRUE((*st)->read(id, 0, out).ok());
+    EXPECT_EQ(out, data);
+}
+
 // A local reader's descriptor of chunk id's file (ChunkStore::open_for_reader), and the first
 // n bytes of the chunk read through it.
 transport::UniqueFd reader_of(ChunkStore& st, ChunkId id) {

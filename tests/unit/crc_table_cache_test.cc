@@ -59,8 +59,22 @@ TEST(CrcTableCache, EntriesWrittenPastAGapDropTheTable) {
     c.update(id, 6, table(2, 60));
     std::vector<CrcEntry> out(1);
     EXPECT_FALSE(c.get(id, 0, out));
-    c.update(ChunkId{1, 1}, 0, table(2, 0)); // not cached: stays so
+    c.update(ChunkId{1, 1}, 1, table(2, 0)); // not cached, and entry 0 unknown: stays so
     EXPECT_FALSE(c.get(ChunkId{1, 1}, 0, out));
+}
+
+// Entries written from the first block on are a table of their own: a chunk written as a
+// stream of pieces is cached without reading its file.
+TEST(CrcTableCache, EntriesWrittenFromTheStartMakeATable) {
+    CrcTableCache c;
+    const ChunkId id{3, 7};
+    c.update(id, 0, table(2, 10));
+    c.update(id, 2, table(2, 20));
+    std::vector<CrcEntry> out(4);
+    ASSERT_TRUE(c.get(id, 0, out));
+    EXPECT_TRUE(same(out, std::vector<CrcEntry>{{10, 1}, {11, 1}, {20, 1}, {21, 1}}));
+    EXPECT_EQ(c.tables(), 1u);
+    EXPECT_EQ(c.bytes(), 4 * sizeof(CrcEntry) + CrcTableCache::kTableOverhead);
 }
 
 TEST(CrcTableCache, KeepsTheMostRecentlyUsedWithinItsBound) {
