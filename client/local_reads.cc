@@ -412,15 +412,16 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
         return Status(Code::invalid, describe(p) + ": nothing opened to read, or a buffer of another size");
     std::optional<Status> mapped;
     // A cold range of a buffered reader goes into the page cache first, in 2 MiB pages where
-    // the kernel keeps them (the filler's thread may have it under way already), and is then
-    // read as a cached one. Where that fails (the disk's error, a file cut short) it is read
-    // with pread, which tells what went wrong.
-    bool cached_now = !o.cold_;
-    if (o.cold_ && cold_reads_ == ColdReads::buffered) {
+    // the kernel keeps them (the filler's thread may have it under way already): through the
+    // mapping it is then read from (read_mapped), or before pread. Where that fails (the
+    // disk's error, a file cut short) pread tells what went wrong.
+    const bool fill = o.cold_ && cold_reads_ == ColdReads::buffered;
+    if (cached_reads_ == CachedReads::mapped && (!o.cold_ || (fill && PageCacheFiller::huge_pages()))) {
+        mapped = read_mapped(o, out);
+    } else if (fill) {
         const auto [at, n] = o.blocks();
-        cached_now = PageCacheFiller::fill(o.fd_.get(), o.data_offset_ + at, n);
+        (void)PageCacheFiller::fill(o.fd_.get(), o.data_offset_ + at, n);
     }
-    if (cached_now && cached_reads_ == CachedReads::mapped) mapped = read_mapped(o, out);
     bool direct = false;
     const Status s = mapped ? *mapped : read_copied(o, out, &direct);
     if (s.ok()) reads_.fetch_add(1, std::memory_order_relaxed);
@@ -451,6 +452,10 @@ std::optional<Status> LocalReads::read_mapped(const Opened& o, std::span<uint8_t
     // (ufs 3872-4460), 2-D subarray 2182-2621 against 1940-2616 (ufs 2399-2869), session 36.
     void* m = ::mmap(nullptr, to - from, PROT_READ, MAP_SHARED, o.fd_.get(), static_cast<off_t>(o.data_offset_ + from));
     if (m == MAP_FAILED) return std::nullopt;
+    if (o.cold_ && !PageCacheFiller::populate(m, to - from)) { // the disk's error, say: pread tells
+        ::munmap(m, to - from);
+        return std::nullopt;
+    }
     const auto* chunk = static_cast<const uint8_t*>(m) - from; // chunk[i]: byte i of the chunk
     Status s;
     size_t next_hole = 0; // holes_ is ascending

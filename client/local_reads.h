@@ -180,10 +180,11 @@ private:
         uint64_t data_offset = 0;
     };
     Result<ChunkFile> open_chunk(uint32_t rank, uint64_t ino, uint64_t index);
-    // read of a range whose bytes are all in the page cache: the file mapped, each piece of a
-    // block checked and copied out in one pass (the bytes leave memory once, as with pread,
-    // rather than once for pread and again for the check). nullopt: it cannot be mapped; read
-    // it with read_copied.
+    // read of a range whose bytes are all in the page cache, or are brought there first
+    // through the same mapping (a cold one: PageCacheFiller::populate): the file mapped, each
+    // piece of a block checked and copied out in one pass (the bytes leave memory once, as
+    // with pread, rather than once for pread and again for the check). nullopt: it cannot be
+    // mapped (or populated); read it with read_copied.
     std::optional<Status> read_mapped(const Opened& o, std::span<uint8_t> out);
     // read with pread, in runs of blocks each checked while still in the CPU's cache; a cold
     // range of a direct reader in one run of all the blocks it covers whole, with O_DIRECT

@@ -37,13 +37,21 @@ bool PageCacheFiller::host_takes_back_huge_pages(const std::string& sys) {
     return (page << order) <= (2u << 20);
 }
 
+bool PageCacheFiller::huge_pages() {
+    static const bool huge = !host_takes_back_huge_pages();
+    return huge;
+}
+
+bool PageCacheFiller::populate(void* mapping, size_t length) {
+    // Asked for, not required: without it the kernel reads in whatever pages it uses.
+    (void)::madvise(mapping, length, MADV_HUGEPAGE);
+    return ::madvise(mapping, length, MADV_POPULATE_READ) == 0;
+}
+
 bool PageCacheFiller::fill(int fd, uint64_t offset, uint64_t length) {
     if (length == 0) return true;
-    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t from = offset / page * page, len = offset + length - from;
-    static const bool small_pages = host_takes_back_huge_pages();
-    if (!small_pages) return fill_huge(fd, offset, length);
-    (void)::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(len), POSIX_FADV_WILLNEED);
+    if (huge_pages()) return fill_huge(fd, offset, length);
+    (void)::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_WILLNEED);
     return false;
 }
 
@@ -53,9 +61,7 @@ bool PageCacheFiller::fill_huge(int fd, uint64_t offset, uint64_t length) {
     const uint64_t from = offset / page * page, len = offset + length - from;
     void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(from));
     if (m == MAP_FAILED) return false;
-    // Asked for, not required: without it the kernel reads in whatever pages it uses.
-    (void)::madvise(m, len, MADV_HUGEPAGE);
-    const bool ok = ::madvise(m, len, MADV_POPULATE_READ) == 0;
+    const bool ok = populate(m, len);
     const int err = errno;
     ::munmap(m, len);
     // A kernel before 5.14: the disk is asked all the same (in 4 KiB pages), and the caller's
@@ -66,6 +72,12 @@ bool PageCacheFiller::fill_huge(int fd, uint64_t offset, uint64_t length) {
 }
 
 bool PageCacheFiller::fill_later(transport::UniqueFd fd, uint64_t offset, uint64_t length) {
+    if (!huge_pages()) { // asking the disk does not wait: no thread for that
+        (void)fill(fd.get(), offset, length);
+        std::lock_guard l(mu_);
+        ++filled_;
+        return true;
+    }
     std::lock_guard l(mu_);
     if (stop_ || jobs_.size() >= kMaxQueued) return false;
     jobs_.push_back(Job{std::move(fd), offset, length});

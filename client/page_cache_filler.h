@@ -46,21 +46,29 @@ public:
     PageCacheFiller(const PageCacheFiller&) = delete;
     PageCacheFiller& operator=(const PageCacheFiller&) = delete;
 
+    // Whether ranges are read into 2 MiB pages here: not where the host takes them back
+    // (host_takes_back_huge_pages, looked at once).
+    static bool huge_pages();
     // Reads bytes [offset, offset + length) of fd's file into the page cache, in the calling
-    // thread. False if the kernel could not (a range past the file's end, an I/O error), or
-    // has no MADV_POPULATE_READ (it is then asked with posix_fadvise, which does not wait): the
-    // caller's own read then waits, or finds out why.
+    // thread (fill_huge). Where huge_pages() is false it only asks the disk (posix_fadvise,
+    // which does not wait) and returns false: the caller's own read waits for the bytes.
     static bool fill(int fd, uint64_t offset, uint64_t length);
-    // fill in 2 MiB pages wherever this runs (fill does so unless host_takes_back_huge_pages).
+    // fill in 2 MiB pages wherever this runs. False if the kernel could not (a range past the
+    // file's end, an I/O error), or has no MADV_POPULATE_READ (it is then asked with
+    // posix_fadvise): the caller's own read then waits, or finds out why.
     static bool fill_huge(int fd, uint64_t offset, uint64_t length);
+    // What fill_huge does to a mapping of the file the caller made (and reads from next):
+    // whether all of it is now in the page cache, and mapped.
+    static bool populate(void* mapping, size_t length);
     // Whether a VM balloon under `sys` (sysfs) reports free blocks of 2 MiB to its host: one
     // bound to the virtio_balloon driver with feature bit 5 (VIRTIO_BALLOON_F_REPORTING), and
-    // page_reporting_order at most that of a 2 MiB block. Looked at once for fill.
+    // page_reporting_order at most that of a 2 MiB block.
     static bool host_takes_back_huge_pages(const std::string& sys = "/sys");
-    // fill on the filler's thread (started at the first call), which owns fd from now on.
-    // False, and fd closed, if kMaxQueued ranges are waiting already.
+    // fill on the filler's thread (started at the first call), which owns fd from now on;
+    // where huge_pages() is false, fill at once (it does not wait). False, and fd closed, if
+    // kMaxQueued ranges are waiting already.
     bool fill_later(transport::UniqueFd fd, uint64_t offset, uint64_t length);
-    // Ranges filled on the thread so far (tests).
+    // Ranges fill_later has filled so far, on the thread or at once (tests).
     uint64_t filled() const;
 
 private:

@@ -183,7 +183,7 @@ TEST_F(LocalReadsTest, RangesReadBackByteExactWithHolesAndAShortLastBlock) {
             }
             // A cold range is read into the page cache first, and then as a cached one (with
             // pread where the host takes huge pages back: page_cache_filler.h).
-            const bool cold_mapped = !client::PageCacheFiller::host_takes_back_huge_pages();
+            const bool cold_mapped = client::PageCacheFiller::huge_pages();
             EXPECT_EQ(reader->mapped_reads() - first_mapped,
                       mode == LocalReads::CachedReads::mapped ? ranges.size() * (cold && cold_mapped ? 2 : 1) : 0u)
                 << "ranges are read from a mapping in mapped mode alone";
@@ -226,7 +226,7 @@ TEST_F(LocalReadsTest, CorruptBlockIsRefusedAndNothingCounted) {
             EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
         }
         EXPECT_EQ(reader->reads(), 2u);
-        const bool cold_mapped = !client::PageCacheFiller::host_takes_back_huge_pages();
+        const bool cold_mapped = client::PageCacheFiller::huge_pages();
         EXPECT_EQ(reader->mapped_reads(), mode == LocalReads::CachedReads::mapped ? (cold_mapped ? 2u : 1u) : 0u);
     }
 }

@@ -65,7 +65,7 @@ TEST_F(PageCacheFillerTest, FillHugePastTheFilesEndFails) {
 // and says so: either way the range comes into the page cache.
 TEST_F(PageCacheFillerTest, FillBringsTheRangeInEitherWay) {
     const uint64_t pages = (2u << 20) / static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    EXPECT_EQ(PageCacheFiller::fill(fd_.get(), 2 << 20, 2 << 20), !PageCacheFiller::host_takes_back_huge_pages());
+    EXPECT_EQ(PageCacheFiller::fill(fd_.get(), 2 << 20, 2 << 20), PageCacheFiller::huge_pages());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (resident(2 << 20, 2 << 20) < pages && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -91,7 +91,7 @@ TEST(PageCacheFiller, HugePagesAreLeftAloneWhereTheBalloonReportsTwoMiBBlocks) {
     EXPECT_FALSE(PageCacheFiller::host_takes_back_huge_pages(sys.path())) << "a balloon without reporting";
 }
 
-TEST_F(PageCacheFillerTest, FillLaterFillsOnItsThreadAndTakesTheDescriptor) {
+TEST_F(PageCacheFillerTest, FillLaterFillsTheRangeAndTakesTheDescriptor) {
     PageCacheFiller filler;
     const int dup = ::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
     ASSERT_GE(dup, 0);
