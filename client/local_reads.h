@@ -108,7 +108,8 @@ public:
     public:
         // How many bytes of the range the chunk holds (the rest is past its end: zeros).
         uint64_t length() const { return length_; }
-        // Some of the range was not in the page cache when opened (it was asked of the disk).
+        // Some of the range was not in the page cache when opened (read brings it there first,
+        // or reads it past the page cache for a direct reader).
         bool cold() const { return cold_; }
     private:
         friend class LocalReads;

@@ -13,7 +13,7 @@
 //
 // What is asked for: up to kWindow (or twice the read, up to kMaxAhead) past the furthest
 // byte read, in pieces of at least kBatch (each piece costs a round trip to the daemon and a
-// posix_fadvise), each byte once. The file's end cuts both.
+// hand-over to LocalReads' page cache filler), each byte once. The file's end cuts both.
 //
 // Measured (session 33, fio 4 jobs of 1 MiB cold reads of 1 GiB through the mount, median of
 // 5-6 alternating runs against one set of daemons): a window of 8 MiB in 4 MiB pieces read
