@@ -159,6 +159,12 @@ transport::Endpoint FileIO::endpoint(uint32_t rank) const {
     return daemons_[rank];
 }
 
+uint32_t FileIO::local_daemon_count() const {
+    uint32_t n = 0;
+    for (uint32_t rank = 0; local_ && rank < daemon_count(); ++rank) n += local_->available(rank) ? 1 : 0;
+    return n;
+}
+
 int FileIO::local_replica(uint64_t ino, uint64_t index, const Chain& chain) const {
     // Which copy depends on the chunk, so that the copies' daemons share the work.
     for (uint32_t k = 0; k < chain.length; ++k) {

@@ -108,6 +108,10 @@ public:
     Status sync(uint64_t ino, const Layout& layout, uint64_t size) const;
 
     uint32_t daemon_count() const { return static_cast<uint32_t>(daemons_.size()); }
+    // How many daemons run on this node and let this process read their chunk files (local
+    // reads): all of them on a one-node job, where reading a chunk costs a copy from the page
+    // cache and no transfer. Connects to each at the first call.
+    uint32_t local_daemon_count() const;
     // Pieces read from this node's chunk files (local_reads.h) so far.
     uint64_t local_reads() const { return local_ ? local_->reads() : 0; }
     // Chunk ranges read ahead (asked of the disk) so far.

@@ -96,6 +96,9 @@ int jobfs_connect(const char *cluster_file, jobfs_t **out);
 int jobfs_disconnect(jobfs_t *fs);
 /* Number of storage daemons of the file system (> 0), or -EINVAL. */
 int jobfs_daemon_count(const jobfs_t *fs);
+/* Number of those daemons that run on this node and whose chunks this process reads from their
+ * files (0 to jobfs_daemon_count), or -EINVAL. */
+int jobfs_local_daemon_count(const jobfs_t *fs);
 /* Returns once every create and unlink this connection answered itself in a directory
  * delegated to it (libjobfs(3), "Caching and write behind") is at the daemons: 0, or -EIO if
  * some were lost since the last call (the daemons took the directory back while this process

@@ -228,6 +228,11 @@ int jobfs_daemon_count(const jobfs_t* fs) {
     return static_cast<int>(fs->client->daemon_count());
 }
 
+int jobfs_local_daemon_count(const jobfs_t* fs) {
+    if (!fs) return fail(EINVAL, "local_daemon_count: NULL connection");
+    return static_cast<int>(fs->client->io().local_daemon_count());
+}
+
 const char* jobfs_last_error(void) { return t_last_error.c_str(); }
 
 // ---- files ----------------------------------------------------------------------------------

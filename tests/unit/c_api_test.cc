@@ -153,6 +153,8 @@ TEST_F(CApiTest, ConnectDisconnectAndTheirErrors) {
     EXPECT_EQ(jobfs_disconnect(nullptr), 0);
     EXPECT_EQ(jobfs_daemon_count(nullptr), -EINVAL);
     EXPECT_EQ(jobfs_daemon_count(fs), 3);
+    EXPECT_EQ(jobfs_local_daemon_count(nullptr), -EINVAL);
+    EXPECT_EQ(jobfs_local_daemon_count(fs), 3); // the daemons run here
 }
 
 // jobfs_sync_namespace: creates this connection answered itself in a directory delegated to

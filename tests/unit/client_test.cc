@@ -261,6 +261,7 @@ TEST_F(ClientTest, OtherHandlesTruncateAndSettledWritesAreSeen) {
 TEST_F(ClientTest, ReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     const auto data = pattern((6 << 20) + 12345, 31);
     ASSERT_TRUE(write_file("/local", data).ok());
+    EXPECT_EQ(client->io().local_daemon_count(), client->daemon_count()); // every daemon is on this node
     const uint64_t before = client->io().local_reads();
     auto back = read_file("/local");
     ASSERT_TRUE(back.ok()) << back.status().to_string();
@@ -289,6 +290,7 @@ TEST_F(ClientTest, ReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     ASSERT_TRUE(again.ok()) << again.status().to_string();
     EXPECT_EQ(*again, data);
     EXPECT_EQ(client->io().local_reads(), 0u);
+    EXPECT_EQ(client->io().local_daemon_count(), 0u);
 }
 
 // The daemons run on this node: large writes hand them their bytes through the write arena
@@ -317,6 +319,7 @@ TEST_F(ClientTest, LargeWritesToThisNodesDaemonsGoThroughTheWriteArena) {
         ASSERT_TRUE((*far)->pwrite(**w, 0, data).ok());
         ASSERT_TRUE((*far)->close(**w).ok());
         EXPECT_EQ((*far)->io().local_writes(), 0u);
+        EXPECT_EQ((*far)->io().local_daemon_count(), 0u); // local reads off: none counted
     }
 
     for (uint32_t r = 0; r < 3; ++r) {
