@@ -20,6 +20,9 @@ void ADIOI_JOBFS_Flush(ADIO_File fd, int *error_code);
 void ADIOI_JOBFS_Resize(ADIO_File fd, ADIO_Offset size, int *error_code);
 void ADIOI_JOBFS_Delete(const char *filename, int *error_code);
 int ADIOI_JOBFS_Feature(ADIO_File fd, int flag);
+void ADIOI_JOBFS_ReadStridedColl(ADIO_File fd, void *buf, int count, MPI_Datatype datatype,
+                                 int file_ptr_type, ADIO_Offset offset, ADIO_Status *status,
+                                 int *error_code);
 void ADIOI_JOBFS_IreadStridedColl(ADIO_File fd, void *buf, int count, MPI_Datatype datatype,
                                   int file_ptr_type, ADIO_Offset offset, MPI_Request *request,
                                   int *error_code);

@@ -51,6 +51,20 @@ check "subarray: two-phase: exactly 2 processes (the aggregators) write" \
   test "$(sed 's/^\[ad_jobfs \([0-9]*\)\].*/\1/' "$tmp/writes" | sort -u | wc -l)" -eq 2
 check "subarray: two-phase: every write is one whole chunk at a chunk boundary" sh -c \
   "[ -s '$tmp/writes' ] && awk '{ split(\$5, o, \"=\"); split(\$6, l, \"=\"); if (o[2] % 65536 || l[2] != 65536) bad = 1 } END { exit bad }' '$tmp/writes'"
+check "subarray: romio_cb_read=enable: read_all is two-phase" sh -c \
+  "! grep -q 'read_all /romio/subarray: independent' '$tmp/subarray.err'"
+# With romio_cb_read automatic, the driver chooses: every daemon runs on this node and each
+# rank wants half of the bytes its request spans, so read_all reads independently on every
+# rank (ad_jobfs.c, ADIOI_JOBFS_ReadStridedColl) ...
+(ROMIO_MPI_CB_READ=automatic; export ROMIO_MPI_CB_READ; JOBFS_ROMIO_TRACE=1 mpi subarray jobfs:/romio/subarray-auto)
+check "subarray: romio_cb_read=automatic on one node, half of every row each: independent on all 4 ranks" \
+  test "$(grep -c '\] read_all /romio/subarray-auto: independent' "$tmp/subarray.err")" -eq 4
+# ... and a quarter of every row, where reading the span reads four times the bytes, stays
+# two-phase: only the 2 aggregators read.
+(ROMIO_MPI_CB_READ=automatic; export ROMIO_MPI_CB_READ; JOBFS_ROMIO_TRACE=1 mpi columns jobfs:/romio/columns)
+check "columns: romio_cb_read=automatic, a request four times sparser: two-phase (2 readers)" sh -c \
+  "! grep -q 'read_all /romio/columns: independent' '$tmp/columns.err' &&
+   [ \"\$(grep '\] read /romio/columns ' '$tmp/columns.err' | sed 's/^\[ad_jobfs \([0-9]*\)\].*/\1/' | sort -u | wc -l)\" -eq 2 ]"
 cd - > /dev/null || exit 1
 check "subarray: the file is in jobfs, 1048576 bytes (jobfs stat)" sh -c "'$JOBFS' stat /romio/subarray | grep -q 'size: 1048576'"
 check "subarray: nothing on the local disk" sh -c "[ ! -e /romio/subarray ] && [ ! -e '$tmp/jobfs:' ] && [ ! -e '$tmp/romio' ]"

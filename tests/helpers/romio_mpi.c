@@ -2,7 +2,8 @@
  * names. `romio_mpi CASE FILE`; rank 0 prints one "ok - name" / "not ok - name" line per check
  * (a check fails if it failed on any rank) and the program exits 1 if any failed.
  *
- * Cases: subarray (2-D subarray view, write_all + read_all, independent read-back), atall
+ * Cases: subarray (2-D subarray view, write_all + read_all, independent read-back), columns
+ * (each rank a quarter of every row: write_all + read_all, a request four times sparser), atall
  * (write_at_all / read_at_all of another rank's block), indep (independent contiguous and
  * strided writes, MPI_File_sync, read by the other ranks), iwrite (iwrite_at_all /
  * iread_at_all), size (set_size / get_size), excl (MPI_MODE_EXCL on an existing file),
@@ -42,12 +43,16 @@ static void report(int rc, const char *what)
 
 static int ok(int rc, const char *what) { report(rc, what); return rc == MPI_SUCCESS; }
 
+/* Two-phase forced (romio_cb_read / romio_cb_write enable), 2 aggregators, 64 KiB chunks;
+ * $ROMIO_MPI_CB_READ, if set, is the romio_cb_read hint instead (automatic: the driver's
+ * choice). */
 static MPI_Info coll_info(void)
 {
     MPI_Info info;
+    const char *cb_read = getenv("ROMIO_MPI_CB_READ");
     MPI_Info_create(&info);
     MPI_Info_set(info, "romio_cb_write", "enable");
-    MPI_Info_set(info, "romio_cb_read", "enable");
+    MPI_Info_set(info, "romio_cb_read", cb_read != NULL ? cb_read : "enable");
     MPI_Info_set(info, "cb_nodes", "2");
     MPI_Info_set(info, "cb_config_list", "*:*");
     MPI_Info_set(info, "cb_buffer_size", "65536");
@@ -104,6 +109,38 @@ static void case_subarray(const char *file)
     MPI_Type_free(&sub);
     MPI_Info_free(&info);
     free(mine); free(back); free(whole);
+}
+
+/* Each rank owns a quarter of the columns of an N x N int array: a quarter of every row, so
+ * its request spans four times the bytes it reads. */
+static void case_columns(const char *file)
+{
+    const int N = 512, w = N / nprocs;
+    int sizes[2] = {N, N}, subs[2] = {N, w}, starts[2] = {0, rank * w};
+    MPI_Datatype cols;
+    MPI_File fh;
+    MPI_Status st;
+    MPI_Info info = coll_info();
+    int *mine = malloc(sizeof(int) * N * w), *back = calloc((size_t)N * w, sizeof(int));
+    int good;
+
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < w; j++) mine[i * w + j] = value_at((long long)i * N + starts[1] + j);
+    MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &cols);
+    MPI_Type_commit(&cols);
+    good = ok(MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh), "open");
+    good = good && ok(MPI_File_set_view(fh, 0, MPI_INT, cols, "native", info), "set_view");
+    good = good && ok(MPI_File_write_all(fh, mine, N * w, MPI_INT, &st), "write_all");
+    good = good && ok(MPI_File_sync(fh), "sync");
+    MPI_Barrier(MPI_COMM_WORLD);
+    good = good && ok(MPI_File_sync(fh), "sync");
+    good = good && ok(MPI_File_seek(fh, 0, MPI_SEEK_SET), "seek");
+    good = good && ok(MPI_File_read_all(fh, back, N * w, MPI_INT, &st), "read_all");
+    check(good && memcmp(mine, back, sizeof(int) * N * w) == 0, "columns: read_all of a quarter of every row gives the same bytes");
+    check(ok(MPI_File_close(&fh), "close"), "columns: close");
+    MPI_Type_free(&cols);
+    MPI_Info_free(&info);
+    free(mine); free(back);
 }
 
 /* Each rank writes a block of B bytes (not a multiple of the chunk size) at rank * B. */
@@ -402,6 +439,7 @@ int main(int argc, char **argv)
     }
     const char *c = argv[1], *file = argv[2];
     if (!strcmp(c, "subarray") && nprocs == 4) case_subarray(file);
+    else if (!strcmp(c, "columns") && nprocs == 4) case_columns(file);
     else if (!strcmp(c, "atall")) case_atall(file);
     else if (!strcmp(c, "indep")) case_indep(file);
     else if (!strcmp(c, "iwrite")) case_iwrite(file);
@@ -413,7 +451,7 @@ int main(int argc, char **argv)
     else if (!strcmp(c, "yield")) case_yield(file);
     else if (!strcmp(c, "reopen")) case_reopen(file);
     else {
-        if (rank == 0) fprintf(stderr, "romio_mpi: unknown case %s (or subarray without 4 ranks)\n", c);
+        if (rank == 0) fprintf(stderr, "romio_mpi: unknown case %s (or subarray or columns without 4 ranks)\n", c);
         MPI_Finalize();
         return 2;
     }
