@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cctype>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -703,24 +704,55 @@ void fill(uint8_t* p, size_t n, uint64_t offset) {
     }
 }
 
+// MemAvailable of /proc/meminfo in bytes (0: unknown).
+uint64_t mem_available() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    std::string unit;
+    while (in >> key >> kib) {
+        std::getline(in, unit);
+        if (key == "MemAvailable:") return kib << 10;
+    }
+    return 0;
+}
+
 struct Phase {
-    double secs = 0;       // from the start signal until the last process ended
+    double secs = 0;       // from the start signal until the last process was done
     double start_secs = 0; // forking the processes until each was ready (not in secs)
     bool ok = true;
 };
 
-// Runs fn(rank, ready) in P child processes; the phase fails if any child does. Each calls
-// ready() once set up (a jobfs client connected to the daemons, as an MPI rank is long before
-// its checkpoint), which returns when every process is: the time is counted from there, as an
-// IOR-style run times its phases after a barrier. The file's open is in the timed part.
+// Returns once `procs` bytes came through the pipe, one from each process, or it reached EOF
+// (every writer gone).
+void await_all(int fd, uint32_t procs) {
+    for (uint32_t n = 0; n < procs;) {
+        char buf[64];
+        const ssize_t got = ::read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        n += static_cast<uint32_t>(got);
+    }
+}
+
+// Runs fn(rank, ready, done) in P child processes; the phase fails if any child does. Each
+// calls ready() once set up (a jobfs client connected to the daemons, as an MPI rank is long
+// before its checkpoint; its data made), which returns when every process is, and done() when
+// its I/O is: the time is counted from the first to the last done, as an IOR-style run times
+// its phases between barriers. The file's open and close are in the timed part, the check of
+// the bytes read back is not.
 template <class Fn>
 Phase run_procs(uint32_t procs, Fn fn) {
     Phase ph;
-    int ready_pipe[2], go_pipe[2];
+    int ready_pipe[2], go_pipe[2], done_pipe[2];
     if (::pipe(ready_pipe) != 0) return Phase{0, 0, false};
     if (::pipe(go_pipe) != 0) {
         ::close(ready_pipe[0]);
         ::close(ready_pipe[1]);
+        return Phase{0, 0, false};
+    }
+    if (::pipe(done_pipe) != 0) {
+        for (int fd : {ready_pipe[0], ready_pipe[1], go_pipe[0], go_pipe[1]}) ::close(fd);
         return Phase{0, 0, false};
     }
     const auto forked = Clock::now();
@@ -730,6 +762,7 @@ Phase run_procs(uint32_t procs, Fn fn) {
         if (p == 0) {
             ::close(ready_pipe[0]);
             ::close(go_pipe[1]);
+            ::close(done_pipe[0]);
             const auto ready = [&] {
                 char c = 1, g;
                 if (::write(ready_pipe[1], &c, 1) != 1) _exit(1);
@@ -737,7 +770,12 @@ Phase run_procs(uint32_t procs, Fn fn) {
                 while (::read(go_pipe[0], &g, 1) < 0 && errno == EINTR) {
                 }
             };
-            int rc = fn(r, ready);
+            const auto done = [&] {
+                char c = 1;
+                if (::write(done_pipe[1], &c, 1) != 1) _exit(1);
+                ::close(done_pipe[1]);
+            };
+            int rc = fn(r, ready, done);
             std::fflush(stderr);
             _exit(rc);
         }
@@ -745,24 +783,20 @@ Phase run_procs(uint32_t procs, Fn fn) {
     }
     ::close(ready_pipe[1]);
     ::close(go_pipe[0]);
-    // Every process said ready, or ended (a failed set-up): then EOF.
-    for (uint32_t n = 0; n < procs;) {
-        char buf[64];
-        const ssize_t got = ::read(ready_pipe[0], buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        n += static_cast<uint32_t>(got);
-    }
+    ::close(done_pipe[1]);
+    await_all(ready_pipe[0], procs); // every process ready, or ended (a failed set-up)
     ::close(ready_pipe[0]);
     const auto t0 = Clock::now();
     ph.start_secs = std::chrono::duration<double>(t0 - forked).count();
     ::close(go_pipe[1]); // go: every read of it returns 0
+    await_all(done_pipe[0], procs); // every process done, or ended (a failure)
+    ph.secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    ::close(done_pipe[0]);
     for (pid_t p : kids) {
         int st = 0;
         waitpid(p, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ph.ok = false;
     }
-    ph.secs = std::chrono::duration<double>(Clock::now() - t0).count();
     return ph;
 }
 
@@ -790,6 +824,11 @@ int cmd_ckpt(int argc, char** argv) {
     const bool strided = vm.count("strided") != 0;
     const uint64_t block = block_mib << 20, total = block * procs;
     const uint64_t piece = strided ? std::min(stride_mib << 20, total) : std::min(piece_mib, block_mib) << 20;
+    // The processes hold the checkpoint in memory (their shares, below), as the application
+    // whose checkpoint it stands for does.
+    if (const uint64_t avail = mem_available(); avail > 0 && total > avail / 4 * 3)
+        return usage("procs x block-mib = " + std::to_string(total >> 20) + " MiB does not fit in memory (" +
+                     std::to_string(avail >> 20) + " MiB available): the processes hold their blocks in memory");
     // The ranges process r writes (and reads back), one write call each: contiguous, its block
     // in piece-mib steps; strided, every P-th stride-mib piece of the whole file (piece k goes
     // to process k % P), the same total either way.
@@ -822,56 +861,85 @@ int cmd_ckpt(int argc, char** argv) {
                     static_cast<unsigned long long>(block_mib), path.c_str(), static_cast<unsigned long long>(total >> 20));
     std::fflush(stdout);
 
-    auto jobfs_rank = [&](uint32_t r, bool write, const auto& ready) -> int {
+    // A process's share, as an application holds its checkpoint: made before the clock starts
+    // (writers), or memory touched for it (readers, a restart reading into a model already
+    // allocated), the bytes read back checked after the clock stopped. Made and checked inside
+    // the timed loop, they took about as long as reading the bytes from the page cache, and
+    // stood in both sides' figures.
+    const auto share_of = [&](uint32_t r, bool write) {
+        uint64_t n = 0;
+        for (auto [off, len] : ranges_of(r)) n += len;
+        std::vector<uint8_t> data(n); // zeroed: every page touched
+        if (write) {
+            uint64_t at = 0;
+            for (auto [off, len] : ranges_of(r)) fill(data.data() + std::exchange(at, at + len), len, off);
+        }
+        return data;
+    };
+    const auto check_share = [&](uint32_t r, const std::vector<uint8_t>& data) -> Status {
+        std::vector<uint8_t> want(piece);
+        uint64_t at = 0;
+        for (auto [off, n] : ranges_of(r)) {
+            fill(want.data(), n, off);
+            if (std::memcmp(data.data() + std::exchange(at, at + n), want.data(), n) != 0)
+                return Status(Code::io, "verify: bytes at " + std::to_string(off) + " differ");
+        }
+        return Status::OK();
+    };
+    auto jobfs_rank = [&](uint32_t r, bool write, const auto& ready, const auto& done) -> int {
         ClientOptions o;
         o.write_behind_bytes = write_behind_mib << 20;
         auto c = Client::connect_env(o);
         if (!c.ok()) return fail(c.status());
+        std::vector<uint8_t> data = share_of(r, write);
         ready();
         auto f = (*c)->open(path, write ? O_WRONLY : O_RDONLY);
         if (!f.ok()) return fail(f.status());
-        std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
+        uint64_t at = 0;
         for (auto [off, n] : ranges_of(r)) {
+            const std::span<uint8_t> part(data.data() + std::exchange(at, at + n), n);
             if (write) {
-                fill(buf.data(), n, off);
-                Status s = (*c)->pwrite(**f, off, std::span<const uint8_t>(buf.data(), n));
+                Status s = (*c)->pwrite(**f, off, part);
                 if (!s.ok()) return fail(s);
             } else {
-                auto got = (*c)->pread(**f, off, std::span<uint8_t>(buf.data(), n));
+                auto got = (*c)->pread(**f, off, part);
                 if (!got.ok()) return fail(got.status());
-                fill(want.data(), n, off);
-                if (*got != n || std::memcmp(buf.data(), want.data(), n) != 0)
-                    return fail(Status(Code::io, "verify: bytes at " + std::to_string(off) + " differ"));
+                if (*got != n) return fail(Status(Code::io, "read back: " + std::to_string(*got) + " bytes at " +
+                                                               std::to_string(off) + ", expected " + std::to_string(n)));
             }
         }
         Status s = write ? (*c)->fsync(**f) : Status::OK();
         if (s.ok()) s = (*c)->close(**f);
+        if (!s.ok()) return fail(s);
+        done();
+        if (!write) s = check_share(r, data);
         return s.ok() ? 0 : fail(s);
     };
     const std::string local = local_dir + "/jobfs-ckpt-baseline." + std::to_string(getpid());
-    auto local_rank = [&](uint32_t r, bool write, const auto& ready) -> int {
+    auto local_rank = [&](uint32_t r, bool write, const auto& ready, const auto& done) -> int {
+        std::vector<uint8_t> data = share_of(r, write);
         ready();
         int fd = ::open(local.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_CLOEXEC, 0644);
         if (fd < 0) return fail(Status::from_errno(errno, "open " + local));
-        std::vector<uint8_t> buf(piece), want(write ? 0 : piece);
+        uint64_t at = 0;
         for (auto [off, n] : ranges_of(r)) {
+            uint8_t* part = data.data() + std::exchange(at, at + n);
             if (write) {
-                fill(buf.data(), n, off);
-                if (::pwrite(fd, buf.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
+                if (::pwrite(fd, part, n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
                     return fail(Status::from_errno(errno, "write " + local));
             } else {
-                if (::pread(fd, buf.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
+                if (::pread(fd, part, n, static_cast<off_t>(off)) != static_cast<ssize_t>(n))
                     return fail(Status::from_errno(errno, "read " + local));
-                fill(want.data(), n, off);
-                if (std::memcmp(buf.data(), want.data(), n) != 0) return fail(Status(Code::io, "local verify failed"));
             }
         }
         if (write && ::fsync(fd) != 0) return fail(Status::from_errno(errno, "fsync " + local));
         ::close(fd);
+        done();
+        if (!write && !check_share(r, data).ok()) return fail(Status(Code::io, "local verify failed"));
         return 0;
     };
 
-    Phase jw = run_procs(procs, [&](uint32_t r, const auto& ready) { return jobfs_rank(r, true, ready); });
+    Phase jw = run_procs(procs, [&](uint32_t r, const auto& ready, const auto& done) { return jobfs_rank(r, true, ready, done); });
     if (!jw.ok) return fail(Status(Code::io, "ckpt: a writer failed"));
     {
         auto c = connect();
@@ -881,11 +949,11 @@ int cmd_ckpt(int argc, char** argv) {
         if (st->size != total)
             return fail(Status(Code::io, "ckpt: size " + std::to_string(st->size) + " after close, expected " + std::to_string(total)));
     }
-    Phase jr = run_procs(procs, [&](uint32_t r, const auto& ready) { return jobfs_rank(r, false, ready); });
+    Phase jr = run_procs(procs, [&](uint32_t r, const auto& ready, const auto& done) { return jobfs_rank(r, false, ready, done); });
     if (!jr.ok) return fail(Status(Code::io, "ckpt: read-back or verification failed"));
     ::unlink(local.c_str());
-    Phase lw = run_procs(procs, [&](uint32_t r, const auto& ready) { return local_rank(r, true, ready); });
-    Phase lr = run_procs(procs, [&](uint32_t r, const auto& ready) { return local_rank(r, false, ready); });
+    Phase lw = run_procs(procs, [&](uint32_t r, const auto& ready, const auto& done) { return local_rank(r, true, ready, done); });
+    Phase lr = run_procs(procs, [&](uint32_t r, const auto& ready, const auto& done) { return local_rank(r, false, ready, done); });
     if (!vm.count("keep")) {
         ::unlink(local.c_str());
         auto c = connect();

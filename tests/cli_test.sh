@@ -47,6 +47,7 @@ check "unknown command exits 2" sh -c "'$JOBFS' frobnicate 2>/dev/null; [ \$? -e
 check "cp --buffer-mib 0 is refused (exit 2) before any daemon is asked" sh -c "JOBFS_CLUSTER=/nonexistent '$JOBFS' cp --buffer-mib 0 '$tmp/in' jobfs:/b0 2>'$tmp/err'; [ \$? -eq 2 ] && grep -q 'buffer-mib must be at least 1' '$tmp/err'"
 check "cp needs exactly one jobfs side" sh -c "'$JOBFS' cp '$tmp/in' '$tmp/x' 2>/dev/null; [ \$? -eq 2 ]"
 check "ckpt verifies and reports both figures" sh -c "'$JOBFS' ckpt -p 2 --block-mib 8 --local-dir '$tmp' > '$tmp/ckpt' && grep -q 'verified 16777216 bytes' '$tmp/ckpt' && grep -q '^bench ckpt-write: jobfs' '$tmp/ckpt'"
+check "ckpt larger than memory: a clear error, no files" sh -c "! '$JOBFS' ckpt -p 2 --block-mib 100000000 --path /toobig --local-dir '$tmp' > '$tmp/ckpt' 2> '$tmp/ckpt.err' && grep -q 'does not fit in memory' '$tmp/ckpt.err' && ! '$JOBFS' stat /toobig > /dev/null 2>&1"
 check "ckpt --strided verifies" sh -c "'$JOBFS' ckpt --strided -p 4 --block-mib 8 --local-dir '$tmp' > '$tmp/ckpt' && grep -q 'verified 33554432 bytes' '$tmp/ckpt' && grep -q '^bench ckpt-strided-write: jobfs' '$tmp/ckpt'"
 # The issue's cases: 8 processes writing disjoint regions of one 1 GiB file, byte-exact
 # read-back (about 10 s here), and 8 processes each writing every 8th MiB of a 256 MiB file.
