@@ -617,7 +617,9 @@ void ADIOI_JOBFS_ReadStridedColl(ADIO_File fd, void *buf, int count, MPI_Datatyp
         mine[0] = flushed == 0;
     }
     MPI_Type_size_x(datatype, &size);
-    if (size * (MPI_Count)count > 0) {
+    /* The density only counts where this rank may read independently (a job over several
+     * nodes goes two-phase whatever it is, and pays the allreduce alone). */
+    if (mine[0] == 1 && size * (MPI_Count)count > 0) {
         ADIOI_Calc_my_off_len(fd, count, datatype, file_ptr_type, offset, &offsets, &lengths,
                               &start, &end, &pieces);
         fd->fp_ind = fp; /* it moves the individual pointer; the read below moves it again */
