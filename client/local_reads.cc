@@ -434,7 +434,8 @@ std::optional<Status> LocalReads::read_mapped(const Opened& o, std::span<uint8_t
     const Range& p = o.range_;
     const uint64_t offset = p.offset, end = offset + o.length_;
     const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
-    const uint64_t from = b0 * kBlock, to = std::min<uint64_t>((b1 + 1) * kBlock, o.held_);
+    const auto [from, span] = o.blocks();
+    const uint64_t to = from + span;
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     if ((o.data_offset_ + from) % page != 0) return std::nullopt;
     // Never a page past the file's end: touching one is a SIGBUS. The daemon shortens a chunk
