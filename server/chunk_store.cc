@@ -35,6 +35,7 @@
 
 #include "file_util.h"
 #include "log.h"
+#include "server/chunk_stamps.h"
 #include "server/crc_table_cache.h"
 
 namespace jobfs::server {
@@ -130,6 +131,7 @@ bool pwrite_all(int fd, const uint8_t* p, size_t n, off_t off) {
 
 struct ChunkStore::Impl {
     std::string dir; // <data_dir>/chunks
+    std::unique_ptr<ChunkStamps> stamps; // null: none could be made (readers then ask every time)
     uint64_t chunk_size = 0;
     std::atomic<bool> direct{false};       // write aligned pieces with O_DIRECT (ChunkStore::open)
     uint64_t direct_min = 0;               // ... of at least this many bytes
@@ -528,8 +530,12 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
         }
         ::unlink(probe.c_str());
     }
+    if (auto st = ChunkStamps::create(); st.ok()) impl->stamps = std::move(*st);
+    else JOBFS_INFO("chunk store %s: %s; local readers describe every read", impl->dir.c_str(), st.status().message().c_str());
     return std::unique_ptr<ChunkStore>(new ChunkStore(std::move(impl), chunk_size));
 }
+
+ChunkStamps* ChunkStore::stamps() const { return impl_->stamps.get(); }
 
 bool ChunkStore::direct_io() const { return impl_->direct; }
 
@@ -541,6 +547,7 @@ Status ChunkStore::write(ChunkId id, uint64_t offset, std::span<const uint8_t> d
         return Status(Code::invalid, "write of " + std::to_string(data.size()) + " bytes at " +
                                          std::to_string(offset) + " past the chunk size");
     if (data.empty()) return Status::OK();
+    const ChunkStamps::Change change(impl_->stamps.get(), id.ino);
     std::lock_guard lock(impl_->lock_for(id));
     auto h = impl_->open_chunk(id, true);
     if (!h.ok()) return h.status();
@@ -658,6 +665,8 @@ Result<size_t> ChunkStore::read(ChunkId id, uint64_t offset, std::span<uint8_t> 
 Result<ChunkStore::View> ChunkStore::describe(ChunkId id, uint64_t offset, uint64_t size) {
     View v;
     if (offset >= chunk_size_ || size == 0) return v;
+    // Before anything is looked at: a change that begins after this moves the stamp from it.
+    v.stamp = impl_->stamps ? impl_->stamps->stamp(id.ino) : 0;
     std::lock_guard lock(impl_->lock_for(id));
     auto h = impl_->open_chunk(id, false);
     if (!h.ok()) return h.status().code() == Code::not_found ? Result<View>(v) : Result<View>(h.status());
@@ -689,6 +698,7 @@ Result<int> ChunkStore::open_for_reader(ChunkId id) {
 
 Status ChunkStore::truncate(ChunkId id, uint64_t length) {
     if (length > chunk_size_) return Status(Code::invalid, "truncate past the chunk size");
+    const ChunkStamps::Change change(impl_->stamps.get(), id.ino);
     std::lock_guard lock(impl_->lock_for(id));
     {
         auto h = impl_->open_chunk(id, length > 0);
@@ -775,6 +785,7 @@ Status ChunkStore::sync_file(uint64_t ino) {
 }
 
 Status ChunkStore::remove_file(uint64_t ino) {
+    const ChunkStamps::Change change(impl_->stamps.get(), ino);
     auto indexes = chunk_indexes(ino);
     if (!indexes.ok()) return indexes.status();
     for (uint64_t idx : *indexes) {

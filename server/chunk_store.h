@@ -56,6 +56,8 @@
 
 namespace jobfs::server {
 
+class ChunkStamps;
+
 struct ChunkId {
     uint64_t ino = 0;
     uint64_t index = 0; // chunk number within the file
@@ -117,12 +119,16 @@ public:
         std::vector<uint32_t> crcs; // stored CRC32C of every block the range touches, from offset's
         std::vector<uint32_t> holes; // indexes (into crcs) of blocks never written
         uint64_t file_dev = 0, file_ino = 0; // the chunk file (fstat), to match a reader's descriptor
+        uint64_t stamp = 0; // the file's chunk stamp from before the chunk was looked at (stamps())
     };
     Result<View> describe(ChunkId id, uint64_t offset, uint64_t size);
     // A read-only descriptor of the chunk's file (Code::not_found: no such chunk), for a local
     // reader, whose bytes start at kDataOffset; the caller owns it. Opened anew at each call,
     // never shared: a reader sets O_DIRECT on its own (local_read_socket.h).
     Result<int> open_for_reader(ChunkId id);
+    // The counters that move around every write, truncate and removal of a file's chunks here,
+    // for local readers that keep what describe said (chunk_stamps.h); null: none could be made.
+    ChunkStamps* stamps() const;
     // Cuts or extends (with a hole) the chunk to length bytes. A cut is never made in the
     // chunk's file: a local reader may have it mapped (client/local_reads.h), and a mapped page
     // past the end is a SIGBUS in that reader. Cut to 0, the file is removed; cut to less,

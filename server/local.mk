@@ -3,6 +3,7 @@ noinst_LTLIBRARIES += server/libjobfs_server.la
 server_libjobfs_server_la_SOURCES = \
 	server/config.h server/config.cc \
 	server/chunk_store.h server/chunk_store.cc \
+	server/chunk_stamps.h server/chunk_stamps.cc \
 	server/crc_table_cache.h server/crc_table_cache.cc \
 	server/buffer_pool.h server/buffer_pool.cc \
 	server/chunk_service.h server/chunk_service.cc \

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "local_read_socket.h"
+#include "server/chunk_stamps.h"
 #include "log.h"
 
 namespace jobfs::server {
@@ -93,6 +94,16 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         r.header.token = *token;
         return r;
     }
+    if (req.op == static_cast<uint32_t>(transport::LocalOp::stamps)) {
+        ChunkStamps* stamps = store_.stamps();
+        auto fd = stamps ? stamps->reader_fd() : Result<int>(Status(Code::unsupported, "no chunk stamps"));
+        if (!fd.ok()) {
+            r.header.error = fd.status().to_errno();
+            return r;
+        }
+        r.fd.reset(*fd);
+        return r;
+    }
     if (req.op == static_cast<uint32_t>(transport::LocalOp::describe)) {
         if (req.length / ChunkStore::kBlockSize + 2 > transport::kLocalMaxBlocks || req.chain_length > transport::kLocalMaxChain) {
             r.header.error = EINVAL;
@@ -115,6 +126,7 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         r.header.held = v->length;
         r.header.file_dev = v->file_dev;
         r.header.file_ino = v->file_ino;
+        r.header.stamp = v->stamp;
         r.crcs = std::move(v->crcs);
         r.holes = std::move(v->holes);
         if (v->length <= req.offset) return r; // nothing held there: zeros, no file needed (and no read)

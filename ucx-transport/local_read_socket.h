@@ -26,6 +26,13 @@
 // not older than its own, a member of the chain, and no write of the chunk in flight here
 // unless it is the tail), else EAGAIN: read it over the transport, where CRAQ's rules apply.
 // LocalOp::open asks for the descriptor only (read-ahead).
+// LocalOp::stamps asks for the daemon's chunk stamps (server/chunk_stamps.h): a read-only
+// descriptor of kStampSlots counters (uint64, in memory), slot stamp_slot(ino) of which moves
+// before and after every change of a chunk of file ino held there. A describe's reply carries
+// the slot's value from before the chunk was described (`stamp`): while the slot still shows
+// it, what the reply said of the chunk stands, and a reader may read the chunk again without
+// asking (client/kept_chunks.h). The connection the stamps came on stays open as long as the
+// reader uses them: its hang-up says the daemon is gone (its stamps move no more).
 // LocalOp::map_arena hands the daemon the client's write arena (a size-sealed memfd, attached:
 // server/write_arenas.h); the reply's `token` names it in ChunkWriteRequest::arena. The
 // daemon unmaps it when the connection closes.
@@ -47,9 +54,14 @@
 
 namespace jobfs::transport {
 
-inline constexpr char kLocalReadHello[] = "jobfs-local-reads-4:";
+inline constexpr char kLocalReadHello[] = "jobfs-local-reads-5:";
 
-enum class LocalOp : uint32_t { open = 1, describe = 2, map_arena = 3 };
+enum class LocalOp : uint32_t { open = 1, describe = 2, map_arena = 3, stamps = 4 };
+// The chunk stamps: how many slots, and the slot of a file's chunks (a Fibonacci hash: files
+// made one after another fall in different slots).
+inline constexpr uint32_t kStampSlots = 4096;
+inline uint32_t stamp_slot(uint64_t ino) { return static_cast<uint32_t>((ino * 0x9E3779B97F4A7C15ull) >> 52); }
+static_assert(kStampSlots == 1u << 12);
 inline constexpr uint32_t kLocalMaxChain = 3; // placement.h's kMaxReplicas
 struct LocalRequest {
     uint32_t op = 0;           // LocalOp
@@ -68,6 +80,7 @@ struct LocalReplyHeader {
     uint64_t held = 0;  // the chunk's length (describe; 0: no such chunk)
     uint64_t file_dev = 0, file_ino = 0;
     uint64_t token = 0; // map_arena: the arena's token
+    uint64_t stamp = 0; // describe: the chunk's stamp before it was described (LocalOp::stamps)
 };
 // A descriptor owned: closed when it goes out of scope unless released. Descriptors that come
 // with a message are held in one at once, so that no way out leaks them.

@@ -19,6 +19,7 @@
 #include "block_crc.h"
 #include "local_read_socket.h"
 #include "server/buffer_pool.h"
+#include "server/chunk_stamps.h"
 #include "server/chunk_store.h"
 #include "test_util.h"
 
@@ -679,6 +680,51 @@ TEST(ChunkStore, FullDiskGivesNoSpaceAndChangesNothing) {
     EXPECT_TRUE((*st)->write(ChunkId{2, 0}, 0, *aligned(b)).ok());
     ASSERT_TRUE((*st)->read(ChunkId{2, 0}, 0, out).ok());
     EXPECT_EQ(out, b);
+}
+
+// The chunk stamps (server/chunk_stamps.h): a file's counter moves by two around every write,
+// truncate and removal of its chunks (once before, once after), describe says the counter from
+// before it looked, another file's counter stays, and a reader's descriptor of the table cannot
+// be mapped writable.
+TEST(ChunkStore, StampsMoveAroundEveryChangeOfAFilesChunks) {
+    TempDir dir;
+    auto st = ChunkStore::open(dir.path(), kChunk);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    ChunkStore& store = **st;
+    server::ChunkStamps* stamps = store.stamps();
+    ASSERT_NE(stamps, nullptr);
+    const uint64_t ino = 0x51;
+    uint64_t other = ino + 1;
+    while (transport::stamp_slot(other) == transport::stamp_slot(ino)) ++other;
+    const ChunkId id{ino, 3};
+    const uint64_t before = stamps->stamp(ino), other_before = stamps->stamp(other);
+    ASSERT_TRUE(store.write(id, 0, pattern(100000, 1)).ok());
+    EXPECT_EQ(stamps->stamp(ino), before + 2);
+    auto v = store.describe(id, 0, kChunk);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->stamp, before + 2);
+    ASSERT_TRUE(store.truncate(id, 5000).ok());
+    EXPECT_EQ(stamps->stamp(ino), before + 4);
+    ASSERT_TRUE(store.truncate(id, 5000).ok()); // nothing to do, but a truncate all the same
+    EXPECT_EQ(stamps->stamp(ino), before + 6);
+    ASSERT_TRUE(store.remove_file(ino).ok());
+    EXPECT_EQ(stamps->stamp(ino), before + 8);
+    ASSERT_TRUE(store.read(id, 0, std::span<uint8_t>()).ok());
+    EXPECT_EQ(stamps->stamp(ino), before + 8) << "a read is no change";
+    EXPECT_EQ(stamps->stamp(other), other_before);
+
+    auto fd = stamps->reader_fd();
+    ASSERT_TRUE(fd.ok()) << fd.status().to_string();
+    const size_t bytes = transport::kStampSlots * sizeof(uint64_t);
+    EXPECT_EQ(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0), MAP_FAILED);
+    EXPECT_EQ(errno, EACCES);
+    void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, *fd, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    EXPECT_EQ(static_cast<const uint64_t*>(m)[transport::stamp_slot(ino)], before + 8) << "the reader sees the counter";
+    ASSERT_TRUE(store.write(id, 0, pattern(10, 2)).ok());
+    EXPECT_EQ(static_cast<const uint64_t*>(m)[transport::stamp_slot(ino)], before + 10);
+    ::munmap(m, bytes);
+    ::close(*fd);
 }
 
 } // namespace
