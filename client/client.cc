@@ -781,6 +781,7 @@ Status Client::close(File& f) {
         doomed = unlinked_open_.count(f.ino) != 0;
         if (doomed && last) unlinked_open_.erase(f.ino);
     }
+    if (last) io_->forget_kept(f.ino);
     // An unlinked file has no size to settle any more; its data goes with its last close.
     if (doomed) return last ? io_->remove_file(f.ino) : flushed;
     Status settled = settle_size(f);

@@ -112,8 +112,17 @@ public:
     // reads): all of them on a one-node job, where reading a chunk costs a copy from the page
     // cache and no transfer. Connects to each at the first call.
     uint32_t local_daemon_count() const;
+    // The last handle of file ino in this process closed: what local reads kept of its chunks
+    // goes (kept_chunks.h), and with it the chunk files and pages it held mapped.
+    void forget_kept(uint64_t ino) const {
+        if (local_) local_->forget_kept(ino);
+    }
     // Pieces read from this node's chunk files (local_reads.h) so far.
     uint64_t local_reads() const { return local_ ? local_->reads() : 0; }
+    // Of those, pieces read from what was kept of their chunk, with no question to the daemon
+    // (kept_chunks.h), and chunks kept now.
+    uint64_t local_kept_reads() const { return local_ ? local_->kept_reads() : 0; }
+    size_t local_kept_chunks() const { return local_ ? local_->kept_chunks() : 0; }
     // Chunk ranges read ahead (asked of the disk) so far.
     uint64_t local_prefetches() const { return local_ ? local_->prefetches() : 0; }
     // Of the pieces read locally, those read in part or whole with direct I/O (LocalReads::ColdReads).

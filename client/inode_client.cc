@@ -536,6 +536,7 @@ Status InodeClient::release(std::unique_ptr<Handle> h) {
             last = true;
         }
     }
+    if (last) io_->forget_kept(n->ino);
     // The data of an unlinked file goes with its last handle; nobody can open it again.
     if (n->unlinked) (void)land(*n); // none may land after the removal
     if (n->unlinked) return last ? io_->remove_file(n->ino) : Status::OK();

@@ -6,6 +6,7 @@ client_libjobfs_client_la_SOURCES = \
 	client/layout.h \
 	client/file_io.h client/file_io.cc \
 	client/local_reads.h client/local_reads.cc \
+	client/kept_chunks.h client/kept_chunks.cc \
 	client/page_cache_filler.h client/page_cache_filler.cc \
 	client/sequential_reads.h client/sequential_reads.cc \
 	client/huge_buffer.h client/huge_buffer.cc \

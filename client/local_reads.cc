@@ -23,6 +23,7 @@ namespace jobfs::client {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr uint32_t kNoDaemon = ~0u; // ask: a request not to send
 constexpr auto kRetryAfter = std::chrono::seconds(5);
 constexpr auto kConnectTimeout = std::chrono::milliseconds(1000);
 constexpr uint64_t kBlock = transport::kCrcBlock;
@@ -85,11 +86,15 @@ struct LocalReads::Conn {
 struct LocalReads::Daemon {
     std::array<Conn, kConnections> conns; // conns[0] carries the write arena and says whether the daemon is here
     std::atomic<uint32_t> turn{0};        // which connection the next caller that finds all busy waits for
+    std::mutex stamps_mu;                 // guards the two below
+    std::shared_ptr<const ChunkStampsView> stamps;
+    Clock::time_point stamps_next_try{};
 };
 
 LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes, CachedReads cached_reads,
-                       ColdReads cold_reads)
-    : secret_(std::move(secret)), cached_reads_(cached_reads), cold_reads_(cold_reads) {
+                       ColdReads cold_reads, bool keep_chunks)
+    : secret_(std::move(secret)), cached_reads_(cached_reads), cold_reads_(cold_reads),
+      kept_(keep_chunks ? std::make_unique<KeptChunks>() : nullptr) {
     for (uint32_t r = 0; r < daemons; ++r) daemons_.push_back(std::make_unique<Daemon>());
     if (arena_bytes) {
         auto a = WriteArena::create(arena_bytes);
@@ -261,7 +266,189 @@ bool cached(int fd, uint64_t off, uint64_t len) {
     return cs.nr_cache >= (len + page - 1) / page;
 }
 
+transport::LocalRequest describe_request(const LocalReads::Range& range) {
+    transport::LocalRequest req;
+    req.op = static_cast<uint32_t>(transport::LocalOp::describe);
+    req.ino = range.ino;
+    req.index = range.index;
+    req.offset = range.offset;
+    req.length = range.length;
+    req.table_version = range.table_version;
+    // A chain too long to send is not sent (open refuses the range).
+    req.chain_length = static_cast<uint32_t>(std::min<size_t>(range.chain.size(), transport::kLocalMaxChain));
+    std::copy_n(range.chain.begin(), req.chain_length, req.chain);
+    return req;
+}
+
+// Copies bytes [offset, offset + out.size()) of a chunk of `held` bytes, mapped at chunk
+// (chunk[i]: byte i), into out, checking every block it touches, whole: crcs[i] is block
+// first_block + i's, holes (ascending indexes into crcs) blocks never written, which must read
+// zeros. Each block is checked and copied in 4 KiB pieces, copied while still in the CPU's
+// first-level cache: the bytes leave memory once. Returns the first block that does not match
+// (-1: none).
+int64_t copy_checked(const uint8_t* chunk, uint64_t held, uint64_t offset, std::span<uint8_t> out,
+                     std::span<const uint32_t> crcs, std::span<const uint32_t> holes, uint64_t first_block) {
+    const uint64_t end = offset + out.size();
+    const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
+    const uint32_t* next_hole = std::lower_bound(holes.data(), holes.data() + holes.size(), static_cast<uint32_t>(b0 - first_block));
+    const uint32_t* holes_end = holes.data() + holes.size();
+    for (uint64_t b = b0; b <= b1; ++b) {
+        const uint32_t i = static_cast<uint32_t>(b - first_block);
+        while (next_hole < holes_end && *next_hole < i) ++next_hole;
+        const bool hole = next_hole < holes_end && *next_hole == i;
+        const uint64_t bs = b * kBlock, be = std::min<uint64_t>(bs + kBlock, held);
+        uint32_t crc = 0;
+        bool zeros = true;
+        for (uint64_t q = bs; q < be; q += kMappedPiece) {
+            const std::span<const uint8_t> piece(chunk + q, std::min<uint64_t>(kMappedPiece, be - q));
+            if (hole) zeros = zeros && std::all_of(piece.begin(), piece.end(), [](uint8_t c) { return c == 0; });
+            else crc = transport::crc32c(piece, crc);
+            const uint64_t cs = std::max(q, offset), ce = std::min<uint64_t>(q + piece.size(), end);
+            if (ce > cs) std::memcpy(out.data() + (cs - offset), chunk + cs, ce - cs);
+        }
+        if (hole ? !zeros : crc != crcs[i]) return static_cast<int64_t>(b);
+    }
+    return -1;
+}
+
 } // namespace
+
+std::shared_ptr<const ChunkStampsView> LocalReads::stamps_of(uint32_t rank) {
+    Daemon& d = *daemons_[rank];
+    std::lock_guard lock(d.stamps_mu);
+    if (d.stamps && d.stamps->alive()) return d.stamps;
+    d.stamps.reset(); // the daemon went away: its chunks kept are no longer current, and go
+    if (Clock::now() < d.stamps_next_try) return nullptr;
+    d.stamps_next_try = Clock::now() + kRetryAfter;
+    auto sock = transport::local_read_connect(transport::local_read_socket_name(secret_, rank), secret_, kConnectTimeout);
+    if (!sock.ok()) return nullptr;
+    transport::UniqueFd conn(*sock);
+    transport::LocalRequest req;
+    req.op = static_cast<uint32_t>(transport::LocalOp::stamps);
+    auto r = transport::local_read_call(conn.get(), req);
+    if (!r.ok() || r->header.error != 0 || !r->fd) return nullptr; // an older daemon, say: every read asks
+    auto v = ChunkStampsView::map(std::move(r->fd), std::move(conn));
+    if (!v.ok()) {
+        JOBFS_INFO("local reads from daemon %u: %s; every read asks the daemon", rank, v.status().message().c_str());
+        return nullptr;
+    }
+    d.stamps = std::move(*v);
+    return d.stamps;
+}
+
+std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<transport::LocalReply> reply,
+                                                         std::shared_ptr<const ChunkStampsView> stamps) const {
+    if (!reply.ok() || reply->header.error != 0 || !reply->fd) return nullptr;
+    const transport::LocalReplyHeader& h = reply->header;
+    if (h.held == 0 || h.held > r.chunk_size || reply->crcs.size() != (h.held - 1) / kBlock + 1) return nullptr;
+    struct stat st {};
+    if (::fstat(reply->fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != h.file_dev ||
+        static_cast<uint64_t>(st.st_ino) != h.file_ino || static_cast<uint64_t>(st.st_size) < h.data_offset + h.held)
+        return nullptr;
+    // mincore tells whether a file's pages are in the page cache only to its owner (and root):
+    // to others it says which are mapped by this process, and a kept chunk would never be read.
+    if (st.st_uid != ::geteuid() && ::geteuid() != 0) return nullptr;
+    auto c = std::make_shared<KeptChunk>();
+    c->rank = r.rank;
+    c->ino = r.ino;
+    c->index = r.index;
+    c->stamp = h.stamp;
+    c->held = h.held;
+    c->crcs = std::move(reply->crcs);
+    c->holes = std::move(reply->holes);
+    c->stamps = std::move(stamps);
+    // The whole file, never touched past the chunk's end (the daemon does not shorten a chunk
+    // file in place: chunk_store.h). The file stays open through the mapping.
+    c->map_len = static_cast<size_t>(h.data_offset + h.held);
+    void* m = ::mmap(nullptr, c->map_len, PROT_READ, MAP_SHARED, reply->fd.get(), 0);
+    if (m == MAP_FAILED) return nullptr;
+    c->map = m;
+    c->bytes = static_cast<const uint8_t*>(m) + h.data_offset;
+    return c;
+}
+
+bool LocalReads::read_from(const KeptChunk& c, KeptRead& k) {
+    const Range& r = k.range;
+    const uint64_t held = c.held > r.offset ? std::min<uint64_t>(r.length, c.held - r.offset) : 0;
+    if (held == 0) {
+        k.length = 0;
+        return k.done = true;
+    }
+    // Bytes not in the page cache go the way of cold reads (read into it ahead, in large pages).
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t from = r.offset / kBlock * kBlock, to = std::min<uint64_t>((r.offset + held - 1) / kBlock * kBlock + kBlock, c.held);
+    const auto* aligned = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(c.bytes + from) / page * page);
+    const size_t pages = static_cast<size_t>(c.bytes + to - aligned + page - 1) / page;
+    unsigned char small[512];
+    std::vector<unsigned char> large;
+    unsigned char* vec = small;
+    if (pages > sizeof small) {
+        large.resize(pages);
+        vec = large.data();
+    }
+    if (::mincore(const_cast<uint8_t*>(aligned), pages * page, vec) != 0) return false;
+    for (size_t i = 0; i < pages; ++i)
+        if (!(vec[i] & 1)) return false;
+    const int64_t bad = copy_checked(c.bytes, c.held, r.offset, k.out.first(held), c.crcs, c.holes, 0);
+    // A change that began during the copy moved the stamp: what was copied may be part old,
+    // part new (a block that fails its check, or one that passes with bytes no longer there).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (bad >= 0 || !c.current()) {
+        kept_->drop(c);
+        return false;
+    }
+    k.length = held;
+    kept_reads_.fetch_add(1, std::memory_order_relaxed);
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    return k.done = true;
+}
+
+void LocalReads::read_kept(std::span<KeptRead> reads) {
+    if (!kept_) return;
+    // Chunks kept and current are read at once; the others are described whole, every question
+    // sent before the first answer is awaited (as open does), kept, and read.
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < reads.size(); ++i) {
+        const Range& r = reads[i].range;
+        if (!r.chain.empty() || r.chunk_size == 0 || r.chunk_size / kBlock > transport::kLocalMaxBlocks - 2 ||
+            r.length == 0 || reads[i].out.size() != r.length || !available(r.rank))
+            continue;
+        if (auto c = kept_->find(r.rank, r.ino, r.index)) (void)read_from(*c, reads[i]);
+        else missing.push_back(i);
+    }
+    if (missing.empty()) return;
+    std::vector<transport::LocalRequest> reqs;
+    std::vector<uint32_t> to;
+    std::vector<std::shared_ptr<const ChunkStampsView>> stamps;
+    std::vector<size_t> asked;
+    for (size_t i : missing) {
+        const Range& r = reads[i].range;
+        auto st = stamps_of(r.rank);
+        if (!st) continue;
+        Range whole = r;
+        whole.offset = 0;
+        whole.length = r.chunk_size;
+        reqs.push_back(describe_request(whole));
+        to.push_back(r.rank);
+        stamps.push_back(std::move(st));
+        asked.push_back(i);
+    }
+    std::vector<Result<transport::LocalReply>> replies = ask(reqs, to);
+    for (size_t k = 0; k < asked.size(); ++k) {
+        KeptRead& kr = reads[asked[k]];
+        auto c = kept_chunk(kr.range, std::move(replies[k]), std::move(stamps[k]));
+        if (!c) continue;
+        kept_->keep(c);
+        (void)read_from(*c, kr);
+    }
+}
+
+bool LocalReads::read_kept(const Range& r, std::span<uint8_t> out, uint64_t* length) {
+    KeptRead k{r, out};
+    read_kept(std::span(&k, 1));
+    if (k.done) *length = k.length;
+    return k.done;
+}
 
 bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset, uint64_t length) {
     if (length == 0 || !available(rank)) return false;
@@ -274,34 +461,19 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     return true;
 }
 
-namespace {
-
-transport::LocalRequest describe_request(const LocalReads::Range& range) {
-    transport::LocalRequest req;
-    req.op = static_cast<uint32_t>(transport::LocalOp::describe);
-    req.ino = range.ino;
-    req.index = range.index;
-    req.offset = range.offset;
-    req.length = range.length;
-    req.table_version = range.table_version;
-    req.chain_length = static_cast<uint32_t>(range.chain.size());
-    std::copy(range.chain.begin(), range.chain.end(), req.chain);
-    return req;
-}
-
-} // namespace
 
 Result<LocalReads::Opened> LocalReads::open(const Range& range) { return std::move(open(std::span(&range, 1))[0]); }
 
-std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> ranges) {
-    // Each range's answer, or why it got none (empty after the questions: asked, answer to come).
-    std::vector<std::optional<Result<transport::LocalReply>>> replies(ranges.size());
+std::vector<Result<transport::LocalReply>> LocalReads::ask(std::span<const transport::LocalRequest> reqs,
+                                                           std::span<const uint32_t> to) {
+    // Each request's answer, or why it got none (empty after the questions: asked, answer to come).
+    std::vector<std::optional<Result<transport::LocalReply>>> replies(reqs.size());
     {
         // A connection to every daemon asked is ours from the first question to the last
         // answer. Taken in rank order, so that two readers never wait for each other.
         std::vector<uint32_t> ranks;
-        for (const Range& r : ranges)
-            if (r.rank < daemons_.size()) ranks.push_back(r.rank);
+        for (uint32_t r : to)
+            if (r < daemons_.size()) ranks.push_back(r);
         std::sort(ranks.begin(), ranks.end());
         ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
         std::vector<std::unique_lock<std::mutex>> held;
@@ -314,28 +486,27 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
         const auto conn_of = [&](uint32_t rank) {
             return taken[static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), rank) - ranks.begin())];
         };
-        for (size_t i = 0; i < ranges.size(); ++i) {
-            const Range& r = ranges[i];
-            if (r.rank >= daemons_.size() || r.chain.size() > transport::kLocalMaxChain) {
-                replies[i] = Status(Code::invalid, r.rank < daemons_.size() ? "chain too long" : "no such daemon");
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            if (to[i] >= daemons_.size()) {
+                replies[i] = Status(Code::invalid, "no such daemon");
                 continue;
             }
-            Conn* c = conn_of(r.rank);
+            Conn* c = conn_of(to[i]);
             if (!c) {
                 replies[i] = Status(Code::peer_gone, "no local-read connection to the daemon");
                 continue;
             }
             Conn& d = *c;
-            const Status s = transport::local_read_send_request(d.sock, describe_request(r));
+            const Status s = transport::local_read_send_request(d.sock, reqs[i]);
             if (!s.ok()) {
                 drop(d.sock, d.next_try, d.token, s);
                 replies[i] = s;
             }
         }
-        for (size_t i = 0; i < ranges.size(); ++i) {
+        for (size_t i = 0; i < reqs.size(); ++i) {
             if (replies[i]) continue; // not asked
-            Conn& d = *conn_of(ranges[i].rank);
-            if (d.sock < 0) { // a failure of another range's question or answer closed it
+            Conn& d = *conn_of(to[i]);
+            if (d.sock < 0) { // a failure of another request's question or answer closed it
                 replies[i] = Status(Code::peer_gone, "the local-read connection to the daemon broke");
                 continue;
             }
@@ -343,9 +514,25 @@ std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> 
             if (!replies[i]->ok()) drop(d.sock, d.next_try, d.token, replies[i]->status());
         }
     }
+    std::vector<Result<transport::LocalReply>> out;
+    out.reserve(reqs.size());
+    for (auto& r : replies) out.push_back(std::move(*r));
+    return out;
+}
+
+std::vector<Result<LocalReads::Opened>> LocalReads::open(std::span<const Range> ranges) {
+    std::vector<transport::LocalRequest> reqs;
+    std::vector<uint32_t> to;
+    for (const Range& r : ranges) {
+        reqs.push_back(describe_request(r));
+        to.push_back(r.chain.size() > transport::kLocalMaxChain ? kNoDaemon : r.rank);
+    }
+    std::vector<Result<transport::LocalReply>> replies = ask(reqs, to);
+    for (size_t i = 0; i < ranges.size(); ++i)
+        if (ranges[i].chain.size() > transport::kLocalMaxChain) replies[i] = Status(Code::invalid, "chain too long");
     std::vector<Result<Opened>> out;
     out.reserve(ranges.size());
-    for (size_t i = 0; i < ranges.size(); ++i) out.push_back(opened(ranges[i], std::move(*replies[i])));
+    for (size_t i = 0; i < ranges.size(); ++i) out.push_back(opened(ranges[i], std::move(replies[i])));
     // Cold ranges of a buffered reader: the first is read into the page cache by the reader
     // itself (read), the others by the filler's thread meanwhile, so that the disk has the
     // next one to work on while the reader waits for the first.
@@ -432,8 +619,7 @@ Status LocalReads::read(const Opened& o, std::span<uint8_t> out) {
 
 std::optional<Status> LocalReads::read_mapped(const Opened& o, std::span<uint8_t> out) {
     const Range& p = o.range_;
-    const uint64_t offset = p.offset, end = offset + o.length_;
-    const uint64_t b0 = offset / kBlock, b1 = (end - 1) / kBlock;
+    const uint64_t offset = p.offset;
     const auto [from, span] = o.blocks();
     const uint64_t to = from + span;
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -458,27 +644,10 @@ std::optional<Status> LocalReads::read_mapped(const Opened& o, std::span<uint8_t
         return std::nullopt;
     }
     const auto* chunk = static_cast<const uint8_t*>(m) - from; // chunk[i]: byte i of the chunk
-    Status s;
-    size_t next_hole = 0; // holes_ is ascending
-    for (uint64_t b = b0; b <= b1 && s.ok(); ++b) {
-        const uint32_t i = static_cast<uint32_t>(b - b0);
-        while (next_hole < o.holes_.size() && o.holes_[next_hole] < i) ++next_hole;
-        const bool hole = next_hole < o.holes_.size() && o.holes_[next_hole] == i;
-        const uint64_t bs = b * kBlock, be = std::min<uint64_t>(bs + kBlock, o.held_);
-        uint32_t crc = 0;
-        bool zeros = true;
-        for (uint64_t q = bs; q < be; q += kMappedPiece) {
-            const std::span<const uint8_t> piece(chunk + q, std::min<uint64_t>(kMappedPiece, be - q));
-            if (hole) zeros = zeros && std::all_of(piece.begin(), piece.end(), [](uint8_t c) { return c == 0; });
-            else crc = transport::crc32c(piece, crc);
-            const uint64_t cs = std::max(q, offset), ce = std::min<uint64_t>(q + piece.size(), end);
-            if (ce > cs) std::memcpy(out.data() + (cs - offset), chunk + cs, ce - cs);
-        }
-        if (hole ? !zeros : crc != o.crcs_[i])
-            s = Status(Code::io, describe(p) + ": block " + std::to_string(b) + " does not match its checksum");
-    }
+    const int64_t bad = copy_checked(chunk, o.held_, offset, out, o.crcs_, o.holes_, offset / kBlock);
     ::munmap(m, to - from);
-    return s;
+    if (bad >= 0) return Status(Code::io, describe(p) + ": block " + std::to_string(bad) + " does not match its checksum");
+    return Status::OK();
 }
 
 Status LocalReads::read_copied(const Opened& o, std::span<uint8_t> out, bool* direct) {

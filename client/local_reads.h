@@ -26,8 +26,10 @@
 // disk, where it has no room for the copy; a reader of the cut part at that very moment is
 // the one case left, and an I/O error of the disk while the mapping is read is another.
 //
-// Descriptors are not kept: one is asked for per piece read, so that a deleted file's space is
-// never held by a reader (a round trip of the Unix socket, a few microseconds).
+// A range of an unreplicated chunk is read from what was kept of the chunk when it was read
+// before (kept_chunks.h: its checksums and its file mapped, while the daemon's stamp of it
+// says nothing changed), with no question to the daemon. Other ranges ask for a descriptor per
+// piece read.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -42,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/kept_chunks.h"
 #include "client/page_cache_filler.h"
 #include "client/write_arena.h"
 #include "local_read_socket.h"
@@ -82,8 +85,10 @@ public:
     // no_direct_reads, median of 5 alternating rounds; jobfs-fuse's buffers in huge pages).
     // The read-ahead of FileIO (prefetch) is for buffered readers: it fills the page cache.
     enum class ColdReads { buffered, direct };
+    // `keep_chunks`: read unreplicated chunks again from what was kept of them (read_kept).
     LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes,
-               CachedReads cached_reads = CachedReads::mapped, ColdReads cold_reads = ColdReads::buffered);
+               CachedReads cached_reads = CachedReads::mapped, ColdReads cold_reads = ColdReads::buffered,
+               bool keep_chunks = true);
     ColdReads cold_reads() const { return cold_reads_; }
     ~LocalReads();
 
@@ -99,6 +104,7 @@ public:
         uint64_t ino = 0, index = 0, offset = 0, length = 0;
         std::span<const uint32_t> chain{};
         uint64_t table_version = 0;
+        uint64_t chunk_size = 0; // the file's (read_kept: 0, unknown, keeps nothing)
     };
     // A range described by its daemon, its chunk file open and checked to be the file
     // described. Open every range of a request first and read them after, so that a cold read
@@ -130,6 +136,28 @@ public:
     // Reads what the chunk holds of the range into out (out.size() == o.length()) and checks
     // every block.
     Status read(const Opened& o, std::span<uint8_t> out);
+    // Reads the range of an unreplicated chunk from what was kept of the chunk (kept_chunks.h),
+    // describing it whole and keeping it first where nothing current is kept: true if it did,
+    // with *length the bytes the chunk holds there (out.size() == r.length; the rest are past
+    // its end: zeros). False: read it with open and read (a replicated chunk, a daemon without
+    // stamps, bytes not in the page cache, a change of the chunk meanwhile, a failed check).
+    bool read_kept(const Range& r, std::span<uint8_t> out, uint64_t* length);
+    // read_kept of several ranges, the chunks not kept described with every question sent
+    // before the first answer is awaited (as open does). `done`: read so, `length` bytes held.
+    struct KeptRead {
+        Range range;
+        std::span<uint8_t> out; // out.size() == range.length
+        uint64_t length = 0;
+        bool done = false;
+    };
+    void read_kept(std::span<KeptRead> reads);
+    // Forgets what was kept of file ino's chunks (its last handle here closed: kept_chunks.h).
+    void forget_kept(uint64_t ino) {
+        if (kept_) kept_->drop_file(ino);
+    }
+    // Pieces read so by read_kept, and chunks kept now (tests, bench).
+    uint64_t kept_reads() const { return kept_reads_.load(std::memory_order_relaxed); }
+    size_t kept_chunks() const { return kept_ ? kept_->size() : 0; }
     // open, then read into out (out.size() == r.length): the bytes the chunk holds there.
     // *cold: some of them were not in the page cache.
     Result<uint64_t> read_range(const Range& r, std::span<uint8_t> out, bool* cold);
@@ -191,6 +219,21 @@ private:
     // range of a direct reader in one run of all the blocks it covers whole, with O_DIRECT
     // where aligned. *direct: some bytes were read so.
     Status read_copied(const Opened& o, std::span<uint8_t> out, bool* direct);
+    // Daemon `rank`'s chunk stamps, asked for on a connection of their own at the first call
+    // (again after the daemon went away, at most every few seconds); null: none.
+    std::shared_ptr<const ChunkStampsView> stamps_of(uint32_t rank);
+    // The chunk of r as described whole in `reply`, its file mapped: to keep (null: not usable).
+    std::shared_ptr<const KeptChunk> kept_chunk(const Range& r, Result<transport::LocalReply> reply,
+                                                std::shared_ptr<const ChunkStampsView> stamps) const;
+    // Reads k from kept chunk c (see read_kept); false: not so (c dropped if it failed its check
+    // or changed meanwhile).
+    bool read_from(const KeptChunk& c, KeptRead& k);
+    // Sends reqs[i] to daemon to[i] (a rank past the job's daemons: not sent, answered invalid), each
+    // before the first answer is awaited, on one connection per daemon held from the first
+    // question to the last answer (taken in rank order: two readers never wait for each other).
+    // Element i is reqs[i]'s answer.
+    std::vector<Result<transport::LocalReply>> ask(std::span<const transport::LocalRequest> reqs,
+                                                   std::span<const uint32_t> to);
     // The rest of open, once the daemon answered.
     Result<Opened> opened(const Range& range, Result<transport::LocalReply> reply) const;
 
@@ -200,8 +243,9 @@ private:
     std::vector<std::unique_ptr<Daemon>> daemons_;
     std::unique_ptr<WriteArena> arena_;
     std::atomic<uint64_t> reads_{0}, mapped_reads_{0}, direct_reads_{0};
-    std::atomic<uint64_t> prefetches_{0};
+    std::atomic<uint64_t> prefetches_{0}, kept_reads_{0};
     PageCacheFiller filler_; // cold ranges read into the page cache ahead of their reader
+    std::unique_ptr<KeptChunks> kept_; // null: keep_chunks off
 };
 
 } // namespace jobfs::client

@@ -293,6 +293,56 @@ TEST_F(ClientTest, ReadsOfThisNodesDaemonsReadTheChunkFilesThemselves) {
     EXPECT_EQ(client->io().local_daemon_count(), 0u);
 }
 
+// A reader keeps what it read of a chunk (client/kept_chunks.h) and reads it again with no
+// question to the daemon; another client's write to the file, settled, is read at once all the
+// same (the daemon's stamp of the file moved), and the reader's close lets the chunks go.
+TEST_F(ClientTest, AReaderReadsKeptChunksAgainAndStillSeesAnotherClientsWrite) {
+    const uint64_t mib = 1 << 20;
+    auto data = pattern(3 * mib, 43);
+    ASSERT_TRUE(write_file("/kept", data).ok());
+    auto f = client->open("/kept", O_RDONLY);
+    ASSERT_TRUE(f.ok());
+    std::vector<uint8_t> got(mib);
+    const auto read_at = [&](uint64_t off) {
+        auto n = client->pread(**f, off, got);
+        return n.ok() && *n == got.size() &&
+               std::equal(got.begin(), got.end(), data.begin() + static_cast<std::ptrdiff_t>(off));
+    };
+    const uint64_t kept_before = client->io().local_kept_reads();
+    for (int round = 0; round < 3; ++round)
+        for (uint64_t off : {uint64_t{0}, uint64_t{5000}, 2 * mib}) ASSERT_TRUE(read_at(off)) << "round " << round << " at " << off;
+    // Every piece is a kept read (the first of each chunk describes the chunk whole, then reads
+    // it kept): 1 MiB chunks, so the read at 5000 is two pieces, four a round.
+    EXPECT_EQ(client->io().local_kept_reads() - kept_before, 12u);
+    EXPECT_EQ(client->io().local_kept_chunks(), 3u);
+
+    auto other = Client::connect(cluster->info());
+    ASSERT_TRUE(other.ok()) << other.status().to_string();
+    auto w = (*other)->open("/kept", O_WRONLY);
+    ASSERT_TRUE(w.ok());
+    const auto patch = pattern(3000, 44);
+    ASSERT_TRUE((*other)->pwrite(**w, 6000, patch).ok());
+    ASSERT_TRUE((*other)->close(**w).ok());
+    std::copy(patch.begin(), patch.end(), data.begin() + 6000);
+    EXPECT_TRUE(read_at(5000)) << "the bytes kept from before the other client's write were read";
+    EXPECT_TRUE(read_at(2 * mib));
+    // Cut to 4000 bytes: what the kept chunks held past that is gone (their checksums would
+    // still match it), whatever length the reader still takes the file to have.
+    auto t = (*other)->open("/kept", O_WRONLY);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE((*other)->ftruncate(**t, 4000).ok());
+    ASSERT_TRUE((*other)->close(**t).ok());
+    std::fill(got.begin(), got.end(), 0xee);
+    auto n = client->pread(**f, 0, got);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    ASSERT_GE(*n, 4000u);
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + 4000, data.begin()));
+    EXPECT_TRUE(std::all_of(got.begin() + 4000, got.begin() + static_cast<std::ptrdiff_t>(*n), [](uint8_t c) { return c == 0; }))
+        << "bytes past the cut were read from what was kept";
+    ASSERT_TRUE(client->close(**f).ok());
+    EXPECT_EQ(client->io().local_kept_chunks(), 0u) << "chunks of a file no longer open here are still held";
+}
+
 // The daemons run on this node: large writes hand them their bytes through the write arena
 // (client/write_arena.h) instead of the transport, and every byte reads back, also over the
 // transport alone. A daemon restarted no longer knows the arena: the writes it refuses are sent

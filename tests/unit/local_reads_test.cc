@@ -698,5 +698,150 @@ TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {
     EXPECT_FALSE(late.available(0));
 }
 
+// ---- kept chunks (client/kept_chunks.h) ----------------------------------------------------
+
+// Reads range [offset, offset + size) of chunk id with read_kept: whether it did, and the
+// bytes the chunk holds there in out.
+bool read_kept(LocalReads& reader, ChunkId id, uint64_t offset, uint64_t size, std::vector<uint8_t>& out,
+               std::span<const uint32_t> chain = {}) {
+    out.assign(size, 0xee);
+    uint64_t n = 0;
+    if (!reader.read_kept({0, id.ino, id.index, offset, size, chain, 0, kChunk}, out, &n)) return false;
+    out.resize(n);
+    return true;
+}
+
+std::vector<uint8_t> slice(const std::vector<uint8_t>& v, uint64_t offset, uint64_t size) {
+    return std::vector<uint8_t>(v.begin() + static_cast<std::ptrdiff_t>(offset),
+                                v.begin() + static_cast<std::ptrdiff_t>(std::min<uint64_t>(v.size(), offset + size)));
+}
+
+// A chunk read once is read again with no question to the daemon (its describes stay as they
+// were), until a write, a truncate or a removal of the file's chunks moves its stamp: the next
+// read then asks again and returns the chunk as it is now, never the bytes kept from before.
+TEST_F(LocalReadsTest, AKeptChunkIsReadWithoutTheDaemonUntilItChanges) {
+    const ChunkId id{0x3001, 2};
+    auto data = pattern(6 * kBlock + 500, 21);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_kept(*reader, id, kBlock, kBlock, got));
+    EXPECT_EQ(got, slice(data, kBlock, kBlock));
+    EXPECT_EQ(server->reads(), 1u) << "the chunk described once, whole";
+    EXPECT_EQ(reader->kept_chunks(), 1u);
+    for (auto [off, size] : std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {kBlock - 3, 9}, {5 * kBlock, kChunk}, {0, kChunk}}) {
+        ASSERT_TRUE(read_kept(*reader, id, off, size, got)) << off << "+" << size;
+        EXPECT_EQ(got, slice(data, off, size)) << off << "+" << size;
+    }
+    EXPECT_EQ(server->reads(), 1u) << "kept reads ask the daemon nothing";
+    EXPECT_EQ(reader->kept_reads(), 5u);
+
+    // A write of 100 bytes inside a block: read again, the daemon describes the chunk anew.
+    const auto patch = pattern(100, 22);
+    ASSERT_TRUE(store->write(id, 2 * kBlock + 7, patch).ok());
+    std::copy(patch.begin(), patch.end(), data.begin() + 2 * kBlock + 7);
+    ASSERT_TRUE(read_kept(*reader, id, 2 * kBlock, kBlock, got));
+    EXPECT_EQ(got, slice(data, 2 * kBlock, kBlock)) << "the bytes kept from before the write were read";
+    EXPECT_EQ(server->reads(), 2u);
+    // A write of another file (another stamp) leaves this one kept.
+    ASSERT_TRUE(store->write({0x3002, 0}, 0, pattern(10, 1)).ok());
+    ASSERT_TRUE(read_kept(*reader, id, 0, 10, got));
+    EXPECT_EQ(server->reads(), 2u);
+
+    // Cut short: the new length, from the file that replaced the chunk's.
+    ASSERT_TRUE(store->truncate(id, 2 * kBlock + 5).ok());
+    data.resize(2 * kBlock + 5);
+    ASSERT_TRUE(read_kept(*reader, id, 0, 4 * kBlock, got));
+    EXPECT_EQ(got, data);
+    EXPECT_EQ(server->reads(), 3u);
+
+    // Removed: nothing kept is read, and the chunk is dropped.
+    ASSERT_TRUE(store->remove_file(id.ino).ok());
+    EXPECT_FALSE(read_kept(*reader, id, 0, kBlock, got));
+    EXPECT_EQ(reader->kept_chunks(), 0u);
+    std::vector<uint8_t> none;
+    ASSERT_TRUE(read_locally(id, 0, kBlock, none).ok());
+    EXPECT_TRUE(none.empty()) << "a removed chunk reads as nothing";
+}
+
+// A kept chunk is not a way around the checksums: a block that went bad in the file (no change
+// the daemon made, so no stamp moved) fails the kept read, which drops the chunk; the ordinary
+// read then says which block, as before.
+TEST_F(LocalReadsTest, AKeptChunkWithACorruptBlockIsDroppedAndNotRead) {
+    const ChunkId id{0x3003, 0};
+    const auto data = pattern(4 * kBlock, 23);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_kept(*reader, id, 0, 4 * kBlock, got));
+    {
+        std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        ASSERT_TRUE(f);
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + 3 * kBlock + 5));
+        f.put(static_cast<char>(data[3 * kBlock + 5] ^ 0x40));
+    }
+    EXPECT_TRUE(read_kept(*reader, id, 0, kBlock, got)) << "a good block of it still reads";
+    EXPECT_FALSE(read_kept(*reader, id, 3 * kBlock, 10, got));
+    EXPECT_EQ(reader->kept_chunks(), 0u);
+    const Status s = read_locally(id, 3 * kBlock, 10, got);
+    EXPECT_EQ(s.code(), Code::io) << s.to_string();
+}
+
+// Replicated chunks are never kept (whether this copy may be read depends on the chain table
+// and CRAQ's state, which only the daemon knows), and neither is anything of a reader that was
+// told not to keep chunks.
+TEST_F(LocalReadsTest, ReplicatedChunksAndReadersThatKeepNothingAskEveryTime) {
+    const ChunkId id{0x3004, 0};
+    ASSERT_TRUE(store->write(id, 0, pattern(kBlock, 24)).ok());
+    const std::vector<uint32_t> chain{0, 1};
+    std::vector<uint8_t> got;
+    EXPECT_FALSE(read_kept(*reader, id, 0, kBlock, got, chain));
+    EXPECT_EQ(reader->kept_chunks(), 0u);
+    LocalReads plain(secret, 1, LocalReads::kArenaBytes, LocalReads::CachedReads::mapped, LocalReads::ColdReads::buffered,
+                     false);
+    EXPECT_FALSE(read_kept(plain, id, 0, kBlock, got));
+    EXPECT_EQ(plain.kept_chunks(), 0u);
+}
+
+// Pages not in the page cache are not read through the kept mapping (a cold read goes the way
+// of cold reads: read_range, which reads ahead in large pages).
+TEST_F(LocalReadsTest, AKeptChunkIsNotReadWhereItsPagesAreNotInThePageCache) {
+    const ChunkId id{0x3005, 0};
+    const auto data = pattern(4 * kBlock, 25);
+    ASSERT_TRUE(store->write(id, 0, data).ok());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_kept(*reader, id, 0, kBlock, got));
+    reader->forget_kept(id.ino); // unmapped: its pages may go
+    EXPECT_EQ(reader->kept_chunks(), 0u);
+    ASSERT_TRUE(read_kept(*reader, id, 0, kBlock, got)); // kept again, block 0 mapped
+    drop_cache(id);
+    EXPECT_FALSE(read_kept(*reader, id, 2 * kBlock, kBlock, got)) << "a cold block was read through the mapping";
+    EXPECT_EQ(reader->kept_chunks(), 1u) << "the chunk itself stays kept";
+    bool cold = false;
+    std::vector<uint8_t> back(kBlock);
+    ASSERT_TRUE(reader->read_range({0, id.ino, id.index, 2 * kBlock, kBlock}, back, &cold).ok());
+    EXPECT_TRUE(cold);
+    EXPECT_EQ(back, slice(data, 2 * kBlock, kBlock));
+    ASSERT_TRUE(read_kept(*reader, id, 2 * kBlock, kBlock, got)) << "in the page cache again";
+    EXPECT_EQ(got, slice(data, 2 * kBlock, kBlock));
+}
+
+// A kept chunk holds its file: one removed by the daemon is let go within a few seconds though
+// nobody reads it again (a deleted file's space comes back), and a daemon that went away leaves
+// nothing kept that is read.
+TEST_F(LocalReadsTest, KeptChunksGoWhenRemovedOrWhenTheDaemonGoes) {
+    const ChunkId id{0x3006, 0}, other{0x3007, 0};
+    ASSERT_TRUE(store->write(id, 0, pattern(kBlock, 26)).ok());
+    ASSERT_TRUE(store->write(other, 0, pattern(kBlock, 27)).ok());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_kept(*reader, id, 0, kBlock, got));
+    ASSERT_TRUE(read_kept(*reader, other, 0, kBlock, got));
+    ASSERT_TRUE(store->remove_file(id.ino).ok());
+    const auto deadline = std::chrono::steady_clock::now() + 4 * client::KeptChunks::kSweep;
+    while (reader->kept_chunks() > 1 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(reader->kept_chunks(), 1u) << "the removed chunk is still held";
+    server.reset();
+    EXPECT_FALSE(read_kept(*reader, other, 0, kBlock, got)) << "read from a daemon that went away";
+}
+
 } // namespace
 } // namespace jobfs

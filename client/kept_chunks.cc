@@ -1,0 +1,142 @@
+// kept_chunks.cc: see kept_chunks.h.
+#include "client/kept_chunks.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace jobfs::client {
+
+namespace {
+constexpr size_t kTableBytes = transport::kStampSlots * sizeof(uint64_t);
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+} // namespace
+
+Result<std::shared_ptr<ChunkStampsView>> ChunkStampsView::map(transport::UniqueFd table, transport::UniqueFd connection) {
+    struct stat st {};
+    if (::fstat(table.get(), &st) != 0) return Status::from_errno(errno, "chunk stamps");
+    if (static_cast<uint64_t>(st.st_size) != kTableBytes)
+        return Status(Code::protocol, "chunk stamps of " + std::to_string(st.st_size) + " bytes, expected " +
+                                          std::to_string(kTableBytes));
+    void* m = ::mmap(nullptr, kTableBytes, PROT_READ, MAP_SHARED, table.get(), 0);
+    if (m == MAP_FAILED) return Status::from_errno(errno, "map the chunk stamps");
+    return std::shared_ptr<ChunkStampsView>(
+        new ChunkStampsView(static_cast<const std::atomic<uint64_t>*>(m), std::move(connection)));
+}
+
+ChunkStampsView::~ChunkStampsView() { ::munmap(const_cast<std::atomic<uint64_t>*>(slots_), kTableBytes); }
+
+bool ChunkStampsView::alive() const {
+    pollfd p{connection_.get(), POLLRDHUP, 0};
+    const int n = ::poll(&p, 1, 0);
+    return n == 0 || (n > 0 && !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)));
+}
+
+KeptChunk::~KeptChunk() {
+    if (map) ::munmap(map, map_len);
+}
+
+KeptChunks::KeptChunks() : sweeper_([this] { sweep_loop(); }) {}
+
+KeptChunks::~KeptChunks() {
+    {
+        std::lock_guard lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    sweeper_.join();
+}
+
+std::shared_ptr<const KeptChunk> KeptChunks::find(uint32_t rank, uint64_t ino, uint64_t index) {
+    std::shared_ptr<const KeptChunk> c;
+    {
+        std::lock_guard lock(mu_);
+        auto it = chunks_.find({ino, index, rank});
+        if (it == chunks_.end()) return nullptr;
+        c = it->second;
+    }
+    if (!c->current()) {
+        drop(*c);
+        return nullptr;
+    }
+    c->last_read.store(now_ns(), std::memory_order_relaxed);
+    return c;
+}
+
+void KeptChunks::keep(std::shared_ptr<const KeptChunk> c) {
+    c->last_read.store(now_ns(), std::memory_order_relaxed);
+    std::shared_ptr<const KeptChunk> evicted; // unmapped outside the lock
+    bool first = false;
+    {
+        std::lock_guard lock(mu_);
+        const Key key{c->ino, c->index, c->rank};
+        first = chunks_.empty();
+        if (chunks_.size() >= kMaxKept && !chunks_.count(key)) {
+            auto oldest = std::min_element(chunks_.begin(), chunks_.end(), [](const auto& a, const auto& b) {
+                return a.second->last_read.load(std::memory_order_relaxed) < b.second->last_read.load(std::memory_order_relaxed);
+            });
+            evicted = std::move(oldest->second);
+            chunks_.erase(oldest);
+        }
+        chunks_[key] = std::move(c);
+    }
+    if (first) wake_.notify_all(); // the sweeper sleeps while nothing is kept
+}
+
+void KeptChunks::drop(const KeptChunk& c) {
+    std::shared_ptr<const KeptChunk> gone;
+    std::lock_guard lock(mu_);
+    auto it = chunks_.find({c.ino, c.index, c.rank});
+    if (it != chunks_.end() && it->second.get() == &c) {
+        gone = std::move(it->second);
+        chunks_.erase(it);
+    }
+}
+
+void KeptChunks::drop_file(uint64_t ino) {
+    std::vector<std::shared_ptr<const KeptChunk>> gone; // unmapped outside the lock
+    std::lock_guard lock(mu_);
+    auto from = chunks_.lower_bound({ino, 0, 0});
+    auto to = from;
+    for (; to != chunks_.end() && std::get<0>(to->first) == ino; ++to) gone.push_back(std::move(to->second));
+    chunks_.erase(from, to);
+}
+
+size_t KeptChunks::size() const {
+    std::lock_guard lock(mu_);
+    return chunks_.size();
+}
+
+void KeptChunks::sweep_loop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+        if (chunks_.empty()) {
+            wake_.wait(lock, [&] { return stop_ || !chunks_.empty(); });
+            continue;
+        }
+        wake_.wait_for(lock, kSweep, [&] { return stop_; });
+        if (stop_) break;
+        const int64_t idle_before = now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(kIdle).count();
+        std::vector<std::shared_ptr<const KeptChunk>> gone; // unmapped outside the lock
+        for (auto it = chunks_.begin(); it != chunks_.end();) {
+            const KeptChunk& c = *it->second;
+            if (c.last_read.load(std::memory_order_relaxed) < idle_before || !c.current()) {
+                gone.push_back(std::move(it->second));
+                it = chunks_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        lock.unlock();
+        gone.clear();
+        lock.lock();
+    }
+}
+
+} // namespace jobfs::client

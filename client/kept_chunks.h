@@ -1,0 +1,119 @@
+// kept_chunks.h: what this node's daemons said of chunks read lately (their checksums, their
+// files mapped), kept so that the next read of one asks the daemon nothing.
+//
+// Why: a local read (local_reads.h) asks the daemon to describe the range before reading it, a
+// round trip through its Unix socket with a descriptor passed, then maps the file and unmaps it
+// after: about 50 µs per read on this project's 2-core VM, whatever its size, where pread of a
+// local file's 4 KiB takes 1-2 µs. A reader of training samples reads small pieces of the same
+// chunks again and again.
+//
+// When what was kept still holds: the daemon's chunk stamps (server/chunk_stamps.h), a
+// counter per file that moves before and after every change of its chunks there, mapped
+// read-only here. A chunk kept with the stamp its description came with is read again, with
+// no question, while the stamp stands and the daemon runs (the connection the stamps came on
+// has not hung up: a restarted daemon has new stamps, and its old ones never move). The bytes
+// read are checked against the kept checksums as always, and the stamp is looked at again
+// after the copy: a change that began meanwhile sends the read back to the daemon.
+//
+// Only unreplicated chunks are kept: whether a replica may be read here depends on the chain
+// table and CRAQ's state as well, which only its daemon can tell (local_read_socket.h).
+//
+// A kept chunk holds its file, mapped, and the pages it read mapped: neither a deleted chunk's
+// space nor those pages can go (drop_caches and POSIX_FADV_DONTNEED pass mapped pages by)
+// until it is dropped. A file's chunks are dropped when its last handle in this process closes
+// (drop_file), as an open file's space is held anyway; a thread drops chunks whose stamp
+// moved, whose daemon went away, or that were not read for kIdle, every kSweep while any is
+// kept; and no more than kMaxKept are kept.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "local_read_socket.h"
+#include "result.h"
+
+namespace jobfs::client {
+
+// A daemon's chunk stamps, mapped read-only, and the connection they came on.
+class ChunkStampsView {
+public:
+    // Takes the table's descriptor (LocalOp::stamps) and the connection (kept open: its hang-up
+    // says the daemon is gone).
+    static Result<std::shared_ptr<ChunkStampsView>> map(transport::UniqueFd table, transport::UniqueFd connection);
+    ~ChunkStampsView();
+    ChunkStampsView(const ChunkStampsView&) = delete;
+    ChunkStampsView& operator=(const ChunkStampsView&) = delete;
+
+    uint64_t stamp(uint64_t ino) const {
+        return slots_[transport::stamp_slot(ino)].load(std::memory_order_acquire);
+    }
+    // The daemon still runs: its end of the connection is open (a poll, no wait).
+    bool alive() const;
+
+private:
+    ChunkStampsView(const std::atomic<uint64_t>* slots, transport::UniqueFd connection)
+        : slots_(slots), connection_(std::move(connection)) {}
+    const std::atomic<uint64_t>* slots_;
+    transport::UniqueFd connection_;
+};
+
+// A chunk as its daemon described it, its file mapped.
+struct KeptChunk {
+    uint32_t rank = 0;
+    uint64_t ino = 0, index = 0;
+    uint64_t stamp = 0; // the file's stamp the description came with
+    uint64_t held = 0;  // the chunk's length
+    std::vector<uint32_t> crcs;  // of every block, from block 0
+    std::vector<uint32_t> holes; // indexes of blocks never written, ascending
+    std::shared_ptr<const ChunkStampsView> stamps;
+    const uint8_t* bytes = nullptr; // bytes[i]: byte i of the chunk, in the mapping
+    void* map = nullptr;
+    size_t map_len = 0;
+    mutable std::atomic<int64_t> last_read{0}; // steady clock, ns
+    ~KeptChunk();
+    // Nothing changed the chunk since it was described, and its daemon runs.
+    bool current() const { return stamps->stamp(ino) == stamp && stamps->alive(); }
+};
+
+class KeptChunks {
+public:
+    static constexpr size_t kMaxKept = 256;
+    static constexpr std::chrono::milliseconds kIdle{5000};
+    static constexpr std::chrono::milliseconds kSweep{1000};
+
+    KeptChunks();
+    ~KeptChunks(); // stops the sweeper, drops every chunk
+
+    // The chunk if kept and current (one kept but no longer current is dropped).
+    std::shared_ptr<const KeptChunk> find(uint32_t rank, uint64_t ino, uint64_t index);
+    // Keeps c (in place of any kept for the same chunk); the least lately read goes past kMaxKept.
+    void keep(std::shared_ptr<const KeptChunk> c);
+    // Drops c if it is the one kept for its chunk.
+    void drop(const KeptChunk& c);
+    // Drops every chunk of file ino (its last handle here closed).
+    void drop_file(uint64_t ino);
+    size_t size() const;
+
+private:
+    using Key = std::tuple<uint64_t, uint64_t, uint32_t>; // ino, index, rank: a file's chunks side by side
+    void sweep_loop();
+    mutable std::mutex mu_; // guards chunks_ and stop_
+    std::condition_variable wake_;
+    std::map<Key, std::shared_ptr<const KeptChunk>> chunks_;
+    bool stop_ = false;
+    std::thread sweeper_;
+};
+
+} // namespace jobfs::client
