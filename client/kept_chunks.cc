@@ -11,14 +11,15 @@
 namespace jobfs::client {
 
 namespace {
-constexpr size_t kTableBytes = transport::kStampSlots * sizeof(uint64_t);
+constexpr size_t kTableBytes = transport::kStampSlots * sizeof(transport::StampSlot);
 
 int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 } // namespace
 
-Result<std::shared_ptr<ChunkStampsView>> ChunkStampsView::map(transport::UniqueFd table, transport::UniqueFd connection) {
+Result<std::shared_ptr<ChunkStampsView>> ChunkStampsView::map(transport::UniqueFd table, transport::UniqueFd connection,
+                                                               transport::UniqueFd dir, uint64_t data_offset) {
     struct stat st {};
     if (::fstat(table.get(), &st) != 0) return Status::from_errno(errno, "chunk stamps");
     if (static_cast<uint64_t>(st.st_size) != kTableBytes)
@@ -27,7 +28,7 @@ Result<std::shared_ptr<ChunkStampsView>> ChunkStampsView::map(transport::UniqueF
     void* m = ::mmap(nullptr, kTableBytes, PROT_READ, MAP_SHARED, table.get(), 0);
     if (m == MAP_FAILED) return Status::from_errno(errno, "map the chunk stamps");
     return std::shared_ptr<ChunkStampsView>(
-        new ChunkStampsView(static_cast<const std::atomic<uint64_t>*>(m), std::move(connection)));
+        new ChunkStampsView(static_cast<const std::atomic<uint64_t>*>(m), std::move(connection), std::move(dir), data_offset));
 }
 
 ChunkStampsView::~ChunkStampsView() { ::munmap(const_cast<std::atomic<uint64_t>*>(slots_), kTableBytes); }

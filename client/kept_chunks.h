@@ -50,23 +50,34 @@ namespace jobfs::client {
 class ChunkStampsView {
 public:
     // Takes the table's descriptor (LocalOp::stamps) and the connection (kept open: its hang-up
-    // says the daemon is gone).
-    static Result<std::shared_ptr<ChunkStampsView>> map(transport::UniqueFd table, transport::UniqueFd connection);
+    // says the daemon is gone); `dir`, the chunk directory (LocalOp::chunk_dir; none: an empty
+    // one) in which a chunk's bytes start at `data_offset` of its file.
+    static Result<std::shared_ptr<ChunkStampsView>> map(transport::UniqueFd table, transport::UniqueFd connection,
+                                                        transport::UniqueFd dir = {}, uint64_t data_offset = 0);
     ~ChunkStampsView();
     ChunkStampsView(const ChunkStampsView&) = delete;
     ChunkStampsView& operator=(const ChunkStampsView&) = delete;
 
     uint64_t stamp(uint64_t ino) const {
-        return slots_[transport::stamp_slot(ino)].load(std::memory_order_acquire);
+        return slots_[2 * transport::stamp_slot(ino)].load(std::memory_order_acquire);
+    }
+    // No change of file ino's chunks (or of the others of its slot) is under way.
+    bool quiet(uint64_t ino) const {
+        return slots_[2 * transport::stamp_slot(ino) + 1].load(std::memory_order_acquire) == 0;
     }
     // The daemon still runs: its end of the connection is open (a poll, no wait).
     bool alive() const;
+    int dir() const { return dir_.get(); } // -1: none
+    uint64_t data_offset() const { return data_offset_; }
 
 private:
-    ChunkStampsView(const std::atomic<uint64_t>* slots, transport::UniqueFd connection)
-        : slots_(slots), connection_(std::move(connection)) {}
-    const std::atomic<uint64_t>* slots_;
+    ChunkStampsView(const std::atomic<uint64_t>* slots, transport::UniqueFd connection, transport::UniqueFd dir,
+                    uint64_t data_offset)
+        : slots_(slots), connection_(std::move(connection)), dir_(std::move(dir)), data_offset_(data_offset) {}
+    const std::atomic<uint64_t>* slots_; // kStampSlots transport::StampSlots: stamp, busy
     transport::UniqueFd connection_;
+    transport::UniqueFd dir_;
+    uint64_t data_offset_;
 };
 
 // A chunk as its daemon described it, its file mapped.

@@ -92,9 +92,9 @@ struct LocalReads::Daemon {
 };
 
 LocalReads::LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes, CachedReads cached_reads,
-                       ColdReads cold_reads, bool keep_chunks)
-    : secret_(std::move(secret)), cached_reads_(cached_reads), cold_reads_(cold_reads),
-      kept_(keep_chunks ? std::make_unique<KeptChunks>() : nullptr) {
+                       ColdReads cold_reads, KeepChunks keep_chunks)
+    : secret_(std::move(secret)), cached_reads_(cached_reads), cold_reads_(cold_reads), keep_chunks_(keep_chunks),
+      kept_(keep_chunks != KeepChunks::off ? std::make_unique<KeptChunks>() : nullptr) {
     for (uint32_t r = 0; r < daemons; ++r) daemons_.push_back(std::make_unique<Daemon>());
     if (arena_bytes) {
         auto a = WriteArena::create(arena_bytes);
@@ -311,6 +311,21 @@ int64_t copy_checked(const uint8_t* chunk, uint64_t held, uint64_t offset, std::
     return -1;
 }
 
+// Maps the first `size` bytes of a chunk's file for c, its bytes from `data_offset` on: the
+// whole file, never touched past the chunk's end (the daemon does not shorten a chunk file in
+// place: chunk_store.h); the file stays open through the mapping. Only pages in the page cache
+// are read through it (read_from asks mincore first), and MADV_RANDOM keeps a page that went
+// meanwhile from reading the disk around it.
+bool map_kept(KeptChunk& c, int fd, uint64_t size, uint64_t data_offset) {
+    void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return false;
+    (void)::madvise(m, static_cast<size_t>(size), MADV_RANDOM);
+    c.map = m;
+    c.map_len = static_cast<size_t>(size);
+    c.bytes = static_cast<const uint8_t*>(m) + data_offset;
+    return true;
+}
+
 } // namespace
 
 std::shared_ptr<const ChunkStampsView> LocalReads::stamps_of(uint32_t rank) {
@@ -327,7 +342,13 @@ std::shared_ptr<const ChunkStampsView> LocalReads::stamps_of(uint32_t rank) {
     req.op = static_cast<uint32_t>(transport::LocalOp::stamps);
     auto r = transport::local_read_call(conn.get(), req);
     if (!r.ok() || r->header.error != 0 || !r->fd) return nullptr; // an older daemon, say: every read asks
-    auto v = ChunkStampsView::map(std::move(r->fd), std::move(conn));
+    // The chunk directory, where this process may open the files itself (none: it asks for each).
+    req.op = static_cast<uint32_t>(transport::LocalOp::chunk_dir);
+    auto dir = transport::local_read_call(conn.get(), req);
+    if (!dir.ok()) return nullptr; // the connection broke
+    const uint64_t data_offset = dir->header.error == 0 && dir->fd ? dir->header.data_offset : 0;
+    auto v = ChunkStampsView::map(std::move(r->fd), std::move(conn), data_offset ? std::move(dir->fd) : transport::UniqueFd(),
+                                  data_offset);
     if (!v.ok()) {
         JOBFS_INFO("local reads from daemon %u: %s; every read asks the daemon", rank, v.status().message().c_str());
         return nullptr;
@@ -357,13 +378,44 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
     c->crcs = std::move(reply->crcs);
     c->holes = std::move(reply->holes);
     c->stamps = std::move(stamps);
-    // The whole file, never touched past the chunk's end (the daemon does not shorten a chunk
-    // file in place: chunk_store.h). The file stays open through the mapping.
-    c->map_len = static_cast<size_t>(h.data_offset + h.held);
-    void* m = ::mmap(nullptr, c->map_len, PROT_READ, MAP_SHARED, reply->fd.get(), 0);
-    if (m == MAP_FAILED) return nullptr;
-    c->map = m;
-    c->bytes = static_cast<const uint8_t*>(m) + h.data_offset;
+    if (!map_kept(*c, reply->fd.get(), h.data_offset + h.held, h.data_offset)) return nullptr;
+    return c;
+}
+
+std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r,
+                                                                   std::shared_ptr<const ChunkStampsView> stamps) const {
+    if (keep_chunks_ != KeepChunks::opened || stamps->dir() < 0) return nullptr;
+    // The stamp before anything is looked at, and no change under way: what is read below is
+    // whole, and stands while the stamp does (server/chunk_stamps.h).
+    const uint64_t stamp = stamps->stamp(r.ino);
+    if (!stamps->quiet(r.ino)) return nullptr;
+    const std::string name = transport::chunk_file_name(r.ino, r.index);
+    transport::UniqueFd fd(::openat(stamps->dir(), name.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return nullptr; // no such chunk (the daemon says what it holds), or not ours to open
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return nullptr;
+    const uint64_t size = static_cast<uint64_t>(st.st_size), at = stamps->data_offset();
+    if (size <= at || size - at > r.chunk_size) return nullptr;
+    const uint64_t held = size - at, blocks = (held - 1) / kBlock + 1;
+    if (blocks * sizeof(transport::ChunkFileEntry) > at) return nullptr;
+    // The entries with pread, not through the mapping: a fault there on a page not cached
+    // would read the disk around it, up to read_ahead_kb, chunk bytes too (a direct reader's
+    // cold read would find them cached).
+    std::vector<transport::ChunkFileEntry> entries(blocks);
+    if (!pread_all(fd.get(), reinterpret_cast<uint8_t*>(entries.data()), blocks * sizeof entries[0], 0)) return nullptr;
+    auto c = std::make_shared<KeptChunk>();
+    c->crcs.resize(blocks);
+    for (uint64_t b = 0; b < blocks; ++b) {
+        c->crcs[b] = entries[b].crc;
+        if (!entries[b].written) c->holes.push_back(static_cast<uint32_t>(b));
+    }
+    if (!map_kept(*c, fd.get(), size, at)) return nullptr;
+    c->rank = r.rank;
+    c->ino = r.ino;
+    c->index = r.index;
+    c->stamp = stamp;
+    c->held = held;
+    c->stamps = std::move(stamps);
     return c;
 }
 
@@ -425,6 +477,12 @@ void LocalReads::read_kept(std::span<KeptRead> reads) {
         const Range& r = reads[i].range;
         auto st = stamps_of(r.rank);
         if (!st) continue;
+        // Where this process may open the chunk's file, it describes the chunk itself.
+        if (auto c = kept_chunk_from_file(r, st)) {
+            kept_->keep(c);
+            (void)read_from(*c, reads[i]);
+            continue;
+        }
         Range whole = r;
         whole.offset = 0;
         whole.length = r.chunk_size;

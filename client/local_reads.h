@@ -85,10 +85,14 @@ public:
     // no_direct_reads, median of 5 alternating rounds; jobfs-fuse's buffers in huge pages).
     // The read-ahead of FileIO (prefetch) is for buffered readers: it fills the page cache.
     enum class ColdReads { buffered, direct };
-    // `keep_chunks`: read unreplicated chunks again from what was kept of them (read_kept).
+    // Whether unreplicated chunks are read again from what was kept of them (read_kept), and
+    // how they come to be kept: `off`; `asked`, described by the daemon; `opened` (the
+    // default), described from their files where this process may open them (the daemon's
+    // user may), else asked.
+    enum class KeepChunks { off, asked, opened };
     LocalReads(std::string secret, uint32_t daemons, uint64_t arena_bytes = kArenaBytes,
                CachedReads cached_reads = CachedReads::mapped, ColdReads cold_reads = ColdReads::buffered,
-               bool keep_chunks = true);
+               KeepChunks keep_chunks = KeepChunks::opened);
     ColdReads cold_reads() const { return cold_reads_; }
     ~LocalReads();
 
@@ -225,6 +229,10 @@ private:
     // The chunk of r as described whole in `reply`, its file mapped: to keep (null: not usable).
     std::shared_ptr<const KeptChunk> kept_chunk(const Range& r, Result<transport::LocalReply> reply,
                                                 std::shared_ptr<const ChunkStampsView> stamps) const;
+    // The chunk of r described from its file, opened by name in the daemon's chunk directory
+    // (local_read_socket.h, LocalOp::chunk_dir), with no question to the daemon: null where the
+    // file cannot be opened (not there, not ours), or a change of the file's chunks is under way.
+    std::shared_ptr<const KeptChunk> kept_chunk_from_file(const Range& r, std::shared_ptr<const ChunkStampsView> stamps) const;
     // Reads k from kept chunk c (see read_kept); false: not so (c dropped if it failed its check
     // or changed meanwhile).
     bool read_from(const KeptChunk& c, KeptRead& k);
@@ -245,6 +253,7 @@ private:
     std::atomic<uint64_t> reads_{0}, mapped_reads_{0}, direct_reads_{0};
     std::atomic<uint64_t> prefetches_{0}, kept_reads_{0};
     PageCacheFiller filler_; // cold ranges read into the page cache ahead of their reader
+    const KeepChunks keep_chunks_;
     std::unique_ptr<KeptChunks> kept_; // null: keep_chunks off
 };
 

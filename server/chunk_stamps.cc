@@ -13,8 +13,9 @@
 namespace jobfs::server {
 
 namespace {
-constexpr size_t kBytes = transport::kStampSlots * sizeof(uint64_t);
+constexpr size_t kBytes = transport::kStampSlots * sizeof(transport::StampSlot);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "readers in other processes read the counters");
+static_assert(sizeof(transport::StampSlot) == 2 * sizeof(std::atomic<uint64_t>));
 } // namespace
 
 Result<std::unique_ptr<ChunkStamps>> ChunkStamps::create() {
@@ -41,12 +42,19 @@ ChunkStamps::~ChunkStamps() {
 }
 
 uint64_t ChunkStamps::stamp(uint64_t ino) const {
-    return slots_[transport::stamp_slot(ino)].load(std::memory_order_acquire);
+    return slots_[2 * transport::stamp_slot(ino)].load(std::memory_order_acquire);
 }
 
-void ChunkStamps::bump(uint64_t ino) {
-    // seq_cst: the move is seen before any byte of the change, by readers that look after theirs.
-    slots_[transport::stamp_slot(ino)].fetch_add(1, std::memory_order_seq_cst);
+void ChunkStamps::begin(uint64_t ino) {
+    // seq_cst: the moves are seen before any byte of the change, by readers that look after theirs.
+    slots_[2 * transport::stamp_slot(ino) + 1].fetch_add(1, std::memory_order_seq_cst);
+    slots_[2 * transport::stamp_slot(ino)].fetch_add(1, std::memory_order_seq_cst);
+}
+
+void ChunkStamps::end(uint64_t ino) {
+    // The stamp first: a reader that finds the slot quiet afterwards finds it moved too.
+    slots_[2 * transport::stamp_slot(ino)].fetch_add(1, std::memory_order_seq_cst);
+    slots_[2 * transport::stamp_slot(ino) + 1].fetch_sub(1, std::memory_order_seq_cst);
 }
 
 Result<int> ChunkStamps::reader_fd() const {
@@ -57,11 +65,11 @@ Result<int> ChunkStamps::reader_fd() const {
 }
 
 ChunkStamps::Change::Change(ChunkStamps* stamps, uint64_t ino) : stamps_(stamps), ino_(ino) {
-    if (stamps_) stamps_->bump(ino_);
+    if (stamps_) stamps_->begin(ino_);
 }
 
 ChunkStamps::Change::~Change() {
-    if (stamps_) stamps_->bump(ino_);
+    if (stamps_) stamps_->end(ino_);
 }
 
 } // namespace jobfs::server

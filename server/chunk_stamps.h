@@ -8,6 +8,10 @@
 // keeps what it was told (client/kept_chunks.h) may read the chunk again with no question as
 // long as the chunk's counter has not moved since the description: no change began after it.
 //
+// Each slot also counts the changes under way (`busy`): a reader that describes a chunk itself,
+// from its file (local_read_socket.h, LocalOp::chunk_dir), does so only where none is, so
+// that what it sees is whole.
+//
 // Files share counters (ucx-transport's stamp_slot hashes the inode into kStampSlots), so a
 // change of one file may send a reader of another back to the daemon once: a cost, never a
 // wrong read. A counter moves before a change (a reader checking during it sees it moved) and
@@ -55,9 +59,10 @@ public:
 
 private:
     ChunkStamps(int fd, std::atomic<uint64_t>* slots) : fd_(fd), slots_(slots) {}
-    void bump(uint64_t ino);
+    void begin(uint64_t ino); // busy up, then the stamp
+    void end(uint64_t ino);   // the stamp, then busy down
     int fd_;
-    std::atomic<uint64_t>* slots_; // kStampSlots, mapped shared
+    std::atomic<uint64_t>* slots_; // kStampSlots transport::StampSlots (stamp, busy), mapped shared
 };
 
 } // namespace jobfs::server

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "file_util.h"
+#include "local_read_socket.h"
 #include "log.h"
 #include "server/chunk_stamps.h"
 #include "server/crc_table_cache.h"
@@ -161,11 +162,7 @@ struct ChunkStore::Impl {
         std::snprintf(b, sizeof b, "%02" PRIx64, ino % 256);
         return dir + "/" + b;
     }
-    std::string path(ChunkId id) const {
-        char b[48];
-        std::snprintf(b, sizeof b, "/%016" PRIx64 ".%08" PRIx64, id.ino, id.index);
-        return subdir(id.ino) + b;
-    }
+    std::string path(ChunkId id) const { return dir + "/" + transport::chunk_file_name(id.ino, id.index); }
 
     // Returns the open files of a chunk (creating them if `create`), or not_found.
     Result<Open*> acquire(ChunkId id, bool create) {
@@ -536,6 +533,12 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& data_dir
 }
 
 ChunkStamps* ChunkStore::stamps() const { return impl_->stamps.get(); }
+
+Result<int> ChunkStore::open_dir_for_reader() const {
+    const int fd = ::open(impl_->dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno_status("open " + impl_->dir);
+    return fd;
+}
 
 bool ChunkStore::direct_io() const { return impl_->direct; }
 

@@ -126,6 +126,10 @@ public:
     // reader, whose bytes start at kDataOffset; the caller owns it. Opened anew at each call,
     // never shared: a reader sets O_DIRECT on its own (local_read_socket.h).
     Result<int> open_for_reader(ChunkId id);
+    // A descriptor (O_PATH) of the directory the chunk files are in, named there as
+    // transport::chunk_file_name says, for a local reader that opens them itself where the
+    // file system lets it (local_read_socket.h); the caller owns it.
+    Result<int> open_dir_for_reader() const;
     // The counters that move around every write, truncate and removal of a file's chunks here,
     // for local readers that keep what describe said (chunk_stamps.h); null: none could be made.
     ChunkStamps* stamps() const;

@@ -26,17 +26,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "local_read_socket.h"
 #include "server/chunk_store.h"
 
 namespace jobfs::server {
 
-// One block's entry, as stored in the chunk file: the CRC32C of the block's bytes (up to the
-// chunk's length) and 1 once the block was written (0: a hole, which reads as zeros).
-struct CrcEntry {
-    uint32_t crc;
-    uint32_t written;
-};
-static_assert(sizeof(CrcEntry) == 8);
+// One block's entry, as stored in the chunk file (local readers read them too): the CRC32C of
+// the block's bytes (up to the chunk's length) and 1 once the block was written (0: a hole,
+// which reads as zeros).
+using CrcEntry = transport::ChunkFileEntry;
 
 class CrcTableCache {
 public:

@@ -94,6 +94,16 @@ transport::LocalReply LocalReadServer::answer(const transport::LocalRequest& req
         r.header.token = *token;
         return r;
     }
+    if (req.op == static_cast<uint32_t>(transport::LocalOp::chunk_dir)) {
+        auto fd = store_.open_dir_for_reader();
+        if (!fd.ok()) {
+            r.header.error = fd.status().to_errno();
+            return r;
+        }
+        r.fd.reset(*fd);
+        r.header.data_offset = static_cast<uint32_t>(ChunkStore::kDataOffset);
+        return r;
+    }
     if (req.op == static_cast<uint32_t>(transport::LocalOp::stamps)) {
         ChunkStamps* stamps = store_.stamps();
         auto fd = stamps ? stamps->reader_fd() : Result<int>(Status(Code::unsupported, "no chunk stamps"));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
@@ -170,6 +171,12 @@ Result<LocalReply> local_read_receive_reply(int sock) {
     reply.crcs.assign(body.begin(), body.begin() + h.crcs);
     reply.holes.assign(body.begin() + h.crcs, body.begin() + h.crcs + h.holes);
     return reply;
+}
+
+std::string chunk_file_name(uint64_t ino, uint64_t index) {
+    char b[48];
+    std::snprintf(b, sizeof b, "%02" PRIx64 "/%016" PRIx64 ".%08" PRIx64, ino % 256, ino, index);
+    return b;
 }
 
 } // namespace jobfs::transport

@@ -27,12 +27,18 @@
 // unless it is the tail), else EAGAIN: read it over the transport, where CRAQ's rules apply.
 // LocalOp::open asks for the descriptor only (read-ahead).
 // LocalOp::stamps asks for the daemon's chunk stamps (server/chunk_stamps.h): a read-only
-// descriptor of kStampSlots counters (uint64, in memory), slot stamp_slot(ino) of which moves
-// before and after every change of a chunk of file ino held there. A describe's reply carries
-// the slot's value from before the chunk was described (`stamp`): while the slot still shows
-// it, what the reply said of the chunk stands, and a reader may read the chunk again without
-// asking (client/kept_chunks.h). The connection the stamps came on stays open as long as the
-// reader uses them: its hang-up says the daemon is gone (its stamps move no more).
+// descriptor of kStampSlots StampSlots (in memory); slot stamp_slot(ino)'s `stamp` moves
+// before and after every change of a chunk of file ino held there, and its `busy` counts the
+// changes under way. A describe's reply carries the stamp from before the chunk was described
+// (`stamp`): while the slot still shows it, what the reply said of the chunk stands, and a
+// reader may read the chunk again without asking (client/kept_chunks.h). The connection the
+// stamps came on stays open as long as the reader uses them: its hang-up says the daemon is
+// gone (its stamps move no more).
+// LocalOp::chunk_dir asks for a descriptor of the daemon's chunk directory (O_PATH), in which
+// chunk_file_name(ino, index) names a chunk's file, laid out as ChunkFileEntry says, its bytes
+// from data_offset on. A reader allowed to open the files (the file system's permissions
+// decide: the daemon's user) describes a chunk itself, reading its stamp (quiet: busy 0)
+// before it looks: no question to the daemon.
 // LocalOp::map_arena hands the daemon the client's write arena (a size-sealed memfd, attached:
 // server/write_arenas.h); the reply's `token` names it in ChunkWriteRequest::arena. The
 // daemon unmaps it when the connection closes.
@@ -56,12 +62,25 @@ namespace jobfs::transport {
 
 inline constexpr char kLocalReadHello[] = "jobfs-local-reads-5:";
 
-enum class LocalOp : uint32_t { open = 1, describe = 2, map_arena = 3, stamps = 4 };
+enum class LocalOp : uint32_t { open = 1, describe = 2, map_arena = 3, stamps = 4, chunk_dir = 5 };
 // The chunk stamps: how many slots, and the slot of a file's chunks (a Fibonacci hash: files
 // made one after another fall in different slots).
 inline constexpr uint32_t kStampSlots = 4096;
 inline uint32_t stamp_slot(uint64_t ino) { return static_cast<uint32_t>((ino * 0x9E3779B97F4A7C15ull) >> 52); }
 static_assert(kStampSlots == 1u << 12);
+struct StampSlot {
+    uint64_t stamp; // moves before and after each change of the files' chunks
+    uint64_t busy;  // changes under way
+};
+// A chunk's file (server/chunk_store.h): in its first data_offset bytes one entry per 64 KiB
+// block, then the chunk's bytes; its name under the chunk directory: "xx/<ino>.<index>" in hex,
+// xx the inode's last byte.
+struct ChunkFileEntry {
+    uint32_t crc;     // CRC32C of the block's bytes, up to the chunk's length
+    uint32_t written; // 1 once the block was written (0: a hole, which reads as zeros)
+};
+static_assert(sizeof(ChunkFileEntry) == 8);
+std::string chunk_file_name(uint64_t ino, uint64_t index);
 inline constexpr uint32_t kLocalMaxChain = 3; // placement.h's kMaxReplicas
 struct LocalRequest {
     uint32_t op = 0;           // LocalOp

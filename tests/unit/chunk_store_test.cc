@@ -715,14 +715,22 @@ TEST(ChunkStore, StampsMoveAroundEveryChangeOfAFilesChunks) {
 
     auto fd = stamps->reader_fd();
     ASSERT_TRUE(fd.ok()) << fd.status().to_string();
-    const size_t bytes = transport::kStampSlots * sizeof(uint64_t);
+    const size_t bytes = transport::kStampSlots * sizeof(transport::StampSlot);
     EXPECT_EQ(::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0), MAP_FAILED);
     EXPECT_EQ(errno, EACCES);
     void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, *fd, 0);
     ASSERT_NE(m, MAP_FAILED);
-    EXPECT_EQ(static_cast<const uint64_t*>(m)[transport::stamp_slot(ino)], before + 8) << "the reader sees the counter";
+    const auto* slot = static_cast<const transport::StampSlot*>(m) + transport::stamp_slot(ino);
+    EXPECT_EQ(slot->stamp, before + 8) << "the reader sees the counter";
+    EXPECT_EQ(slot->busy, 0u);
+    {
+        const server::ChunkStamps::Change change(stamps, ino);
+        EXPECT_EQ(slot->busy, 1u) << "a change under way";
+        EXPECT_EQ(slot->stamp, before + 9);
+    }
+    EXPECT_EQ(slot->busy, 0u);
     ASSERT_TRUE(store.write(id, 0, pattern(10, 2)).ok());
-    EXPECT_EQ(static_cast<const uint64_t*>(m)[transport::stamp_slot(ino)], before + 10);
+    EXPECT_EQ(slot->stamp, before + 12);
     ::munmap(m, bytes);
     ::close(*fd);
 }

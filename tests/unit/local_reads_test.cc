@@ -19,6 +19,7 @@
 
 #include "client/local_reads.h"
 #include "local_read_socket.h"
+#include "server/chunk_stamps.h"
 #include "server/chunk_store.h"
 #include "server/local_read_server.h"
 #include "server/write_arenas.h"
@@ -718,49 +719,86 @@ std::vector<uint8_t> slice(const std::vector<uint8_t>& v, uint64_t offset, uint6
 
 // A chunk read once is read again with no question to the daemon (its describes stay as they
 // were), until a write, a truncate or a removal of the file's chunks moves its stamp: the next
-// read then asks again and returns the chunk as it is now, never the bytes kept from before.
+// read then describes it again and returns the chunk as it is now, never the bytes kept from
+// before. Described by the daemon (a reader that may not open the chunk files), and by the
+// reader from the file itself, which asks the daemon nothing at all.
 TEST_F(LocalReadsTest, AKeptChunkIsReadWithoutTheDaemonUntilItChanges) {
-    const ChunkId id{0x3001, 2};
-    auto data = pattern(6 * kBlock + 500, 21);
-    ASSERT_TRUE(store->write(id, 0, data).ok());
-    std::vector<uint8_t> got;
-    ASSERT_TRUE(read_kept(*reader, id, kBlock, kBlock, got));
-    EXPECT_EQ(got, slice(data, kBlock, kBlock));
-    EXPECT_EQ(server->reads(), 1u) << "the chunk described once, whole";
-    EXPECT_EQ(reader->kept_chunks(), 1u);
-    for (auto [off, size] : std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {kBlock - 3, 9}, {5 * kBlock, kChunk}, {0, kChunk}}) {
-        ASSERT_TRUE(read_kept(*reader, id, off, size, got)) << off << "+" << size;
-        EXPECT_EQ(got, slice(data, off, size)) << off << "+" << size;
+    for (const auto mode : {LocalReads::KeepChunks::asked, LocalReads::KeepChunks::opened}) {
+        SCOPED_TRACE(mode == LocalReads::KeepChunks::asked ? "described by the daemon" : "described from the file");
+        reader = std::make_unique<LocalReads>(secret, 1, LocalReads::kArenaBytes, LocalReads::CachedReads::mapped,
+                                              LocalReads::ColdReads::buffered, mode);
+        const uint64_t asked = mode == LocalReads::KeepChunks::asked ? 1 : 0;
+        const uint64_t describes = server->reads();
+        const ChunkId id{mode == LocalReads::KeepChunks::asked ? 0x3001u : 0x3101u, 2};
+        auto data = pattern(6 * kBlock + 500, 21);
+        ASSERT_TRUE(store->write(id, 0, data).ok());
+        std::vector<uint8_t> got;
+        ASSERT_TRUE(read_kept(*reader, id, kBlock, kBlock, got));
+        EXPECT_EQ(got, slice(data, kBlock, kBlock));
+        EXPECT_EQ(server->reads() - describes, asked) << "the chunk described once, whole";
+        EXPECT_EQ(reader->kept_chunks(), 1u);
+        for (auto [off, size] : std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {kBlock - 3, 9}, {5 * kBlock, kChunk}, {0, kChunk}}) {
+            ASSERT_TRUE(read_kept(*reader, id, off, size, got)) << off << "+" << size;
+            EXPECT_EQ(got, slice(data, off, size)) << off << "+" << size;
+        }
+        EXPECT_EQ(server->reads() - describes, asked) << "kept reads ask the daemon nothing";
+        EXPECT_EQ(reader->kept_reads(), 5u);
+        EXPECT_EQ(reader->kept_chunks(), 1u);
+
+        // A write of 100 bytes inside a block: read again, the daemon describes the chunk anew.
+        const auto patch = pattern(100, 22);
+        ASSERT_TRUE(store->write(id, 2 * kBlock + 7, patch).ok());
+        std::copy(patch.begin(), patch.end(), data.begin() + 2 * kBlock + 7);
+        ASSERT_TRUE(read_kept(*reader, id, 2 * kBlock, kBlock, got));
+        EXPECT_EQ(got, slice(data, 2 * kBlock, kBlock)) << "the bytes kept from before the write were read";
+        EXPECT_EQ(server->reads() - describes, 2 * asked);
+        // A write of another file (another stamp) leaves this one kept.
+        ASSERT_TRUE(store->write({0x3002, 0}, 0, pattern(10, 1)).ok());
+        ASSERT_TRUE(read_kept(*reader, id, 0, 10, got));
+        EXPECT_EQ(server->reads() - describes, 2 * asked);
+
+        // Cut short: the new length, from the file that replaced the chunk's.
+        ASSERT_TRUE(store->truncate(id, 2 * kBlock + 5).ok());
+        data.resize(2 * kBlock + 5);
+        ASSERT_TRUE(read_kept(*reader, id, 0, 4 * kBlock, got));
+        EXPECT_EQ(got, data);
+        EXPECT_EQ(server->reads() - describes, 3 * asked);
+
+        // Removed: nothing kept is read, and the chunk is dropped.
+        ASSERT_TRUE(store->remove_file(id.ino).ok());
+        EXPECT_FALSE(read_kept(*reader, id, 0, kBlock, got));
+        EXPECT_EQ(reader->kept_chunks(), 0u);
+        std::vector<uint8_t> none;
+        ASSERT_TRUE(read_locally(id, 0, kBlock, none).ok());
+        EXPECT_TRUE(none.empty()) << "a removed chunk reads as nothing";
     }
-    EXPECT_EQ(server->reads(), 1u) << "kept reads ask the daemon nothing";
-    EXPECT_EQ(reader->kept_reads(), 5u);
+}
 
-    // A write of 100 bytes inside a block: read again, the daemon describes the chunk anew.
-    const auto patch = pattern(100, 22);
-    ASSERT_TRUE(store->write(id, 2 * kBlock + 7, patch).ok());
-    std::copy(patch.begin(), patch.end(), data.begin() + 2 * kBlock + 7);
-    ASSERT_TRUE(read_kept(*reader, id, 2 * kBlock, kBlock, got));
-    EXPECT_EQ(got, slice(data, 2 * kBlock, kBlock)) << "the bytes kept from before the write were read";
-    EXPECT_EQ(server->reads(), 2u);
-    // A write of another file (another stamp) leaves this one kept.
-    ASSERT_TRUE(store->write({0x3002, 0}, 0, pattern(10, 1)).ok());
-    ASSERT_TRUE(read_kept(*reader, id, 0, 10, got));
-    EXPECT_EQ(server->reads(), 2u);
-
-    // Cut short: the new length, from the file that replaced the chunk's.
-    ASSERT_TRUE(store->truncate(id, 2 * kBlock + 5).ok());
-    data.resize(2 * kBlock + 5);
-    ASSERT_TRUE(read_kept(*reader, id, 0, 4 * kBlock, got));
-    EXPECT_EQ(got, data);
-    EXPECT_EQ(server->reads(), 3u);
-
-    // Removed: nothing kept is read, and the chunk is dropped.
-    ASSERT_TRUE(store->remove_file(id.ino).ok());
-    EXPECT_FALSE(read_kept(*reader, id, 0, kBlock, got));
-    EXPECT_EQ(reader->kept_chunks(), 0u);
-    std::vector<uint8_t> none;
-    ASSERT_TRUE(read_locally(id, 0, kBlock, none).ok());
-    EXPECT_TRUE(none.empty()) << "a removed chunk reads as nothing";
+// Described from its file, a chunk is taken only while no change of its file's chunks is under
+// way (the stamp slot's busy count): the daemon describes it then. Holes read as zeros, and
+// data where the file's entries say hole is refused, as when the daemon describes it.
+TEST_F(LocalReadsTest, AChunkIsDescribedFromItsFileOnlyWhenNoChangeIsUnderWay) {
+    const ChunkId id{0x3201, 0};
+    const auto data = pattern(4 * kBlock, 28);
+    ASSERT_TRUE(store->write(id, 2 * kBlock, std::span(data).subspan(2 * kBlock)).ok()); // blocks 0, 1: a hole
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(read_locally(id, 0, 4 * kBlock, got).ok()); // the hole's pages cached (zeros), as a read leaves them
+    const uint64_t describes = server->reads();
+    {
+        const server::ChunkStamps::Change change(store->stamps(), id.ino);
+        ASSERT_TRUE(read_kept(*reader, id, 0, 4 * kBlock, got));
+        EXPECT_EQ(server->reads() - describes, 1u) << "described from the file during a change";
+    }
+    ASSERT_TRUE(read_kept(*reader, id, 0, 4 * kBlock, got)); // the change's end moved the stamp
+    EXPECT_EQ(server->reads() - describes, 1u) << "not described from the file once quiet";
+    EXPECT_TRUE(std::all_of(got.begin(), got.begin() + 2 * kBlock, [](uint8_t c) { return c == 0; }));
+    EXPECT_TRUE(std::equal(got.begin() + 2 * kBlock, got.end(), data.begin() + 2 * kBlock));
+    {
+        std::fstream f(chunk_file(dir.path(), id), std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(ChunkStore::kDataOffset + kBlock + 1));
+        f.put('\x01');
+    }
+    EXPECT_FALSE(read_kept(*reader, id, 0, 4 * kBlock, got)) << "data where a hole was taken for its zeros";
 }
 
 // A kept chunk is not a way around the checksums: a block that went bad in the file (no change
@@ -796,7 +834,7 @@ TEST_F(LocalReadsTest, ReplicatedChunksAndReadersThatKeepNothingAskEveryTime) {
     EXPECT_FALSE(read_kept(*reader, id, 0, kBlock, got, chain));
     EXPECT_EQ(reader->kept_chunks(), 0u);
     LocalReads plain(secret, 1, LocalReads::kArenaBytes, LocalReads::CachedReads::mapped, LocalReads::ColdReads::buffered,
-                     false);
+                     LocalReads::KeepChunks::off);
     EXPECT_FALSE(read_kept(plain, id, 0, kBlock, got));
     EXPECT_EQ(plain.kept_chunks(), 0u);
 }
