@@ -125,9 +125,12 @@ void KeptChunks::sweep_loop() {
         if (stop_) break;
         const int64_t idle_before = now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(kIdle).count();
         std::vector<std::shared_ptr<const KeptChunk>> gone; // unmapped outside the lock
+        std::map<const ChunkStampsView*, bool> alive;        // one poll per daemon, not per chunk
         for (auto it = chunks_.begin(); it != chunks_.end();) {
             const KeptChunk& c = *it->second;
-            if (c.last_read.load(std::memory_order_relaxed) < idle_before || !c.current()) {
+            auto [a, first] = alive.try_emplace(c.stamps.get(), false);
+            if (first) a->second = c.stamps->alive();
+            if (c.last_read.load(std::memory_order_relaxed) < idle_before || !a->second || c.stamps->stamp(c.ino) != c.stamp) {
                 gone.push_back(std::move(it->second));
                 it = chunks_.erase(it);
             } else {

@@ -519,7 +519,6 @@ bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t 
     return true;
 }
 
-
 Result<LocalReads::Opened> LocalReads::open(const Range& range) { return std::move(open(std::span(&range, 1))[0]); }
 
 std::vector<Result<transport::LocalReply>> LocalReads::ask(std::span<const transport::LocalRequest> reqs,
