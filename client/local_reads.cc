@@ -245,8 +245,8 @@ std::string describe(const LocalReads::Range& r) {
 
 // Whether every page of [off, off + len) is in the page cache: cachestat(2) (Linux 6.5); on an
 // older kernel, no way to tell cheaply (a RWF_NOWAIT read also fails on a cached page that
-// marks a readahead point): say no.
-bool cached(int fd, uint64_t off, uint64_t len) {
+// marks a readahead point): nullopt.
+std::optional<bool> in_page_cache(int fd, uint64_t off, uint64_t len) {
 #ifndef __NR_cachestat
 #define __NR_cachestat 451
 #endif
@@ -257,14 +257,17 @@ bool cached(int fd, uint64_t off, uint64_t len) {
         uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
     } cs{};
     static std::atomic<bool> missing{false};
-    if (missing.load(std::memory_order_relaxed)) return false;
+    if (missing.load(std::memory_order_relaxed)) return std::nullopt;
     if (::syscall(__NR_cachestat, fd, &range, &cs, 0) != 0) {
         if (errno == ENOSYS) missing = true;
-        return false;
+        return std::nullopt;
     }
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     return cs.nr_cache >= (len + page - 1) / page;
 }
+
+// As in_page_cache; where the kernel cannot tell, no.
+bool cached(int fd, uint64_t off, uint64_t len) { return in_page_cache(fd, off, len).value_or(false); }
 
 transport::LocalRequest describe_request(const LocalReads::Range& range) {
     transport::LocalRequest req;
@@ -383,7 +386,8 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
 }
 
 std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r,
-                                                                   std::shared_ptr<const ChunkStampsView> stamps) const {
+                                                                   std::shared_ptr<const ChunkStampsView> stamps,
+                                                                   bool* cold) const {
     if (keep_chunks_ != KeepChunks::opened || stamps->dir() < 0) return nullptr;
     // The stamp before anything is looked at, and no change under way: what is read below is
     // whole, and stands while the stamp does (server/chunk_stamps.h).
@@ -398,6 +402,16 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r
     if (size <= at || size - at > r.chunk_size) return nullptr;
     const uint64_t held = size - at, blocks = (held - 1) / kBlock + 1;
     if (blocks * sizeof(transport::ChunkFileEntry) > at) return nullptr;
+    // A range not all in the page cache is read the way of cold reads, which ask the daemon:
+    // it has the checksums in memory, where reading them here would wait for the disk first.
+    if (r.offset < held) {
+        const uint64_t from = r.offset / kBlock * kBlock;
+        const uint64_t to = std::min<uint64_t>((std::min(r.offset + r.length, held) - 1) / kBlock * kBlock + kBlock, held);
+        if (!in_page_cache(fd.get(), at + from, to - from).value_or(true)) { // unknown: mincore tells later
+            *cold = true;
+            return nullptr;
+        }
+    }
     // The entries with pread, not through the mapping: a fault there on a page not cached
     // would read the disk around it, up to read_ahead_kb, chunk bytes too (a direct reader's
     // cold read would find them cached).
@@ -478,11 +492,13 @@ void LocalReads::read_kept(std::span<KeptRead> reads) {
         auto st = stamps_of(r.rank);
         if (!st) continue;
         // Where this process may open the chunk's file, it describes the chunk itself.
-        if (auto c = kept_chunk_from_file(r, st)) {
+        bool cold = false;
+        if (auto c = kept_chunk_from_file(r, st, &cold)) {
             kept_->keep(c);
             (void)read_from(*c, reads[i]);
             continue;
         }
+        if (cold) continue; // read as cold ranges are (open, read)
         Range whole = r;
         whole.offset = 0;
         whole.length = r.chunk_size;

@@ -231,8 +231,10 @@ private:
                                                 std::shared_ptr<const ChunkStampsView> stamps) const;
     // The chunk of r described from its file, opened by name in the daemon's chunk directory
     // (local_read_socket.h, LocalOp::chunk_dir), with no question to the daemon: null where the
-    // file cannot be opened (not there, not ours), or a change of the file's chunks is under way.
-    std::shared_ptr<const KeptChunk> kept_chunk_from_file(const Range& r, std::shared_ptr<const ChunkStampsView> stamps) const;
+    // file cannot be opened (not there, not ours), or a change of the file's chunks is under way,
+    // and with *cold set where the range is not all in the page cache (a cold read).
+    std::shared_ptr<const KeptChunk> kept_chunk_from_file(const Range& r, std::shared_ptr<const ChunkStampsView> stamps,
+                                                          bool* cold) const;
     // Reads k from kept chunk c (see read_kept); false: not so (c dropped if it failed its check
     // or changed meanwhile).
     bool read_from(const KeptChunk& c, KeptRead& k);

@@ -860,6 +860,17 @@ TEST_F(LocalReadsTest, AKeptChunkIsNotReadWhereItsPagesAreNotInThePageCache) {
     EXPECT_EQ(back, slice(data, 2 * kBlock, kBlock));
     ASSERT_TRUE(read_kept(*reader, id, 2 * kBlock, kBlock, got)) << "in the page cache again";
     EXPECT_EQ(got, slice(data, 2 * kBlock, kBlock));
+    // Not kept, and cold: not kept now either (it would wait for the disk to read the checksums
+    // the daemon has in memory), and not described for nothing (read_range describes it).
+    reader->forget_kept(id.ino);
+    drop_cache(id);
+    const uint64_t describes = server->reads();
+    EXPECT_FALSE(read_kept(*reader, id, 0, kBlock, got));
+    EXPECT_EQ(server->reads(), describes) << "a cold range was described before the read that describes it";
+    const bool cachestat = ::syscall(451, -1, nullptr, nullptr, 0) != 0 && errno != ENOSYS; // Linux 6.5
+    if (cachestat) {
+        EXPECT_EQ(reader->kept_chunks(), 0u) << "a chunk was kept from a cold range";
+    }
 }
 
 // A kept chunk holds its file: one removed by the daemon is let go within a few seconds though
