@@ -471,8 +471,6 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
     // settle goes over the transport below.
     bool cold = false; // some bytes read locally were not in the page cache (read-ahead)
     if (local_) {
-        std::vector<LocalReads::KeptRead> kept; // of an unreplicated file: kept_chunks.h
-        std::vector<size_t> kept_piece;
         std::vector<LocalReads::Range> ranges;
         std::vector<size_t> ranged; // the piece of each range
         for (size_t i = 0; i < pieces.size(); ++i) {
@@ -482,32 +480,33 @@ Result<size_t> FileIO::pread(uint64_t ino, const Layout& layout, uint64_t file_s
             if (rank < 0) continue;
             const auto chain = replicated ? std::span<const uint32_t>(sl.chain.ranks.data(), sl.chain.length)
                                           : std::span<const uint32_t>();
-            const LocalReads::Range range{static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length,
-                                          chain, t.version, layout.chunk_size};
-            if (!replicated) {
-                kept.push_back({range, out.subspan(p.offset_in_buffer, p.length)});
-                kept_piece.push_back(i);
-            }
+            ranges.push_back({static_cast<uint32_t>(rank), ino, p.chunk_index, p.offset_in_chunk, p.length, chain,
+                              t.version, layout.chunk_size});
+            ranged.push_back(i);
             sl.local_failed = rank; // until it succeeds
         }
-        // Chunks read before and unchanged since: no question to the daemon.
-        local_->read_kept(kept);
-        for (size_t k = 0; k < kept.size(); ++k) {
-            Slot& sl = slots[kept_piece[k]];
-            if (!kept[k].done) continue;
-            sl.reply.length = kept[k].length;
-            sl.local_failed = -1;
-            sl.done = true;
-        }
-        for (size_t i = 0; i < pieces.size(); ++i) {
-            const ChunkPiece& p = pieces[i];
-            Slot& sl = slots[i];
-            if (sl.done || sl.local_failed < 0) continue;
-            const auto chain = replicated ? std::span<const uint32_t>(sl.chain.ranks.data(), sl.chain.length)
-                                          : std::span<const uint32_t>();
-            ranges.push_back({static_cast<uint32_t>(sl.local_failed), ino, p.chunk_index, p.offset_in_chunk, p.length,
-                              chain, t.version, layout.chunk_size});
-            ranged.push_back(i);
+        // Chunks of an unreplicated file read before and unchanged since: no question to the
+        // daemon (kept_chunks.h). The ranges they settle leave the list.
+        if (!replicated && !ranges.empty()) {
+            std::vector<LocalReads::KeptRead> kept;
+            kept.reserve(ranges.size());
+            for (size_t k = 0; k < ranges.size(); ++k)
+                kept.push_back({ranges[k], out.subspan(pieces[ranged[k]].offset_in_buffer, ranges[k].length)});
+            local_->read_kept(kept);
+            size_t left = 0;
+            for (size_t k = 0; k < kept.size(); ++k) {
+                Slot& sl = slots[ranged[k]];
+                if (kept[k].done) {
+                    sl.reply.length = kept[k].length;
+                    sl.local_failed = -1;
+                    sl.done = true;
+                    continue;
+                }
+                ranges[left] = ranges[k];
+                ranged[left++] = ranged[k];
+            }
+            ranges.resize(left);
+            ranged.resize(left);
         }
         std::vector<Result<LocalReads::Opened>> opened;
         if (!ranges.empty()) opened = local_->open(ranges);
