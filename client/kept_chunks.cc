@@ -62,7 +62,7 @@ std::shared_ptr<const KeptChunk> KeptChunks::find(uint32_t rank, uint64_t ino, u
         if (it == chunks_.end()) return nullptr;
         c = it->second;
     }
-    if (!c->current()) {
+    if (!c->unchanged()) {
         drop(*c);
         return nullptr;
     }

@@ -94,8 +94,10 @@ struct KeptChunk {
     size_t map_len = 0;
     mutable std::atomic<int64_t> last_read{0}; // steady clock, ns
     ~KeptChunk();
-    // Nothing changed the chunk since it was described, and its daemon runs.
-    bool current() const { return stamps->stamp(ino) == stamp && stamps->alive(); }
+    // Nothing changed the chunk since it was described (an atomic load).
+    bool unchanged() const { return stamps->stamp(ino) == stamp; }
+    // That, and its daemon runs (a poll).
+    bool current() const { return unchanged() && stamps->alive(); }
 };
 
 class KeptChunks {
@@ -107,7 +109,8 @@ public:
     KeptChunks();
     ~KeptChunks(); // stops the sweeper, drops every chunk
 
-    // The chunk if kept and current (one kept but no longer current is dropped).
+    // The chunk if kept and unchanged (one kept but changed is dropped); whether its daemon
+    // still runs, the reader asks after its copy (KeptChunk::current).
     std::shared_ptr<const KeptChunk> find(uint32_t rank, uint64_t ino, uint64_t index);
     // Keeps c (in place of any kept for the same chunk); the least lately read goes past kMaxKept.
     void keep(std::shared_ptr<const KeptChunk> c);
