@@ -314,19 +314,32 @@ int64_t copy_checked(const uint8_t* chunk, uint64_t held, uint64_t offset, std::
     return -1;
 }
 
-// Maps the first `size` bytes of a chunk's file for c, its bytes from `data_offset` on: the
-// whole file, never touched past the chunk's end (the daemon does not shorten a chunk file in
-// place: chunk_store.h); the file stays open through the mapping. Only pages in the page cache
-// are read through it (read_from asks mincore first), and MADV_RANDOM keeps a page that went
-// meanwhile from reading the disk around it.
-bool map_kept(KeptChunk& c, int fd, uint64_t size, uint64_t data_offset) {
+// A chunk to keep: r's, with its stamp, length, checksums and holes, and the first `size`
+// bytes of its file mapped, its bytes from `data_offset` on: the whole file, never touched
+// past the chunk's end (the daemon does not shorten a chunk file in place: chunk_store.h); the
+// file stays open through the mapping. Only pages in the page cache are read through it
+// (read_from asks mincore first), and MADV_RANDOM keeps a page that went meanwhile from
+// reading the disk around it. Null: it could not be mapped.
+std::shared_ptr<const KeptChunk> make_kept(const LocalReads::Range& r, uint64_t stamp, uint64_t held,
+                                           std::vector<uint32_t> crcs, std::vector<uint32_t> holes,
+                                           std::shared_ptr<const ChunkStampsView> stamps, int fd, uint64_t size,
+                                           uint64_t data_offset) {
     void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return false;
+    if (m == MAP_FAILED) return nullptr;
     (void)::madvise(m, static_cast<size_t>(size), MADV_RANDOM);
-    c.map = m;
-    c.map_len = static_cast<size_t>(size);
-    c.bytes = static_cast<const uint8_t*>(m) + data_offset;
-    return true;
+    auto c = std::make_shared<KeptChunk>();
+    c->map = m;
+    c->map_len = static_cast<size_t>(size);
+    c->bytes = static_cast<const uint8_t*>(m) + data_offset;
+    c->rank = r.rank;
+    c->ino = r.ino;
+    c->index = r.index;
+    c->stamp = stamp;
+    c->held = held;
+    c->crcs = std::move(crcs);
+    c->holes = std::move(holes);
+    c->stamps = std::move(stamps);
+    return c;
 }
 
 } // namespace
@@ -372,17 +385,8 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
     // mincore tells whether a file's pages are in the page cache only to its owner (and root):
     // to others it says which are mapped by this process, and a kept chunk would never be read.
     if (st.st_uid != ::geteuid() && ::geteuid() != 0) return nullptr;
-    auto c = std::make_shared<KeptChunk>();
-    c->rank = r.rank;
-    c->ino = r.ino;
-    c->index = r.index;
-    c->stamp = h.stamp;
-    c->held = h.held;
-    c->crcs = std::move(reply->crcs);
-    c->holes = std::move(reply->holes);
-    c->stamps = std::move(stamps);
-    if (!map_kept(*c, reply->fd.get(), h.data_offset + h.held, h.data_offset)) return nullptr;
-    return c;
+    return make_kept(r, h.stamp, h.held, std::move(reply->crcs), std::move(reply->holes), std::move(stamps),
+                     reply->fd.get(), h.data_offset + h.held, h.data_offset);
 }
 
 std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r,
@@ -417,20 +421,12 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r
     // cold read would find them cached).
     std::vector<transport::ChunkFileEntry> entries(blocks);
     if (!pread_all(fd.get(), reinterpret_cast<uint8_t*>(entries.data()), blocks * sizeof entries[0], 0)) return nullptr;
-    auto c = std::make_shared<KeptChunk>();
-    c->crcs.resize(blocks);
+    std::vector<uint32_t> crcs(blocks), holes;
     for (uint64_t b = 0; b < blocks; ++b) {
-        c->crcs[b] = entries[b].crc;
-        if (!entries[b].written) c->holes.push_back(static_cast<uint32_t>(b));
+        crcs[b] = entries[b].crc;
+        if (!entries[b].written) holes.push_back(static_cast<uint32_t>(b));
     }
-    if (!map_kept(*c, fd.get(), size, at)) return nullptr;
-    c->rank = r.rank;
-    c->ino = r.ino;
-    c->index = r.index;
-    c->stamp = stamp;
-    c->held = held;
-    c->stamps = std::move(stamps);
-    return c;
+    return make_kept(r, stamp, held, std::move(crcs), std::move(holes), std::move(stamps), fd.get(), size, at);
 }
 
 bool LocalReads::read_from(const KeptChunk& c, KeptRead& k) {
@@ -515,13 +511,6 @@ void LocalReads::read_kept(std::span<KeptRead> reads) {
         kept_->keep(c);
         (void)read_from(*c, kr);
     }
-}
-
-bool LocalReads::read_kept(const Range& r, std::span<uint8_t> out, uint64_t* length) {
-    KeptRead k{r, out};
-    read_kept(std::span(&k, 1));
-    if (k.done) *length = k.length;
-    return k.done;
 }
 
 bool LocalReads::prefetch(uint32_t rank, uint64_t ino, uint64_t index, uint64_t offset, uint64_t length) {

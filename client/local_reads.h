@@ -140,14 +140,12 @@ public:
     // Reads what the chunk holds of the range into out (out.size() == o.length()) and checks
     // every block.
     Status read(const Opened& o, std::span<uint8_t> out);
-    // Reads the range of an unreplicated chunk from what was kept of the chunk (kept_chunks.h),
-    // describing it whole and keeping it first where nothing current is kept: true if it did,
-    // with *length the bytes the chunk holds there (out.size() == r.length; the rest are past
-    // its end: zeros). False: read it with open and read (a replicated chunk, a daemon without
+    // Reads ranges of unreplicated chunks from what was kept of their chunks (kept_chunks.h),
+    // describing and keeping each chunk first where nothing unchanged is kept (from its file, or
+    // by its daemon with every question sent before the first answer is awaited, as open does).
+    // `done`: read so, with `length` the bytes the chunk holds there (the rest are past its
+    // end: zeros). Not done: read it with open and read (a replicated chunk, a daemon without
     // stamps, bytes not in the page cache, a change of the chunk meanwhile, a failed check).
-    bool read_kept(const Range& r, std::span<uint8_t> out, uint64_t* length);
-    // read_kept of several ranges, the chunks not kept described with every question sent
-    // before the first answer is awaited (as open does). `done`: read so, `length` bytes held.
     struct KeptRead {
         Range range;
         std::span<uint8_t> out; // out.size() == range.length

@@ -706,9 +706,10 @@ TEST_F(LocalReadsTest, WrongSecretOrNoDaemonMeansNoLocalReads) {
 bool read_kept(LocalReads& reader, ChunkId id, uint64_t offset, uint64_t size, std::vector<uint8_t>& out,
                std::span<const uint32_t> chain = {}) {
     out.assign(size, 0xee);
-    uint64_t n = 0;
-    if (!reader.read_kept({0, id.ino, id.index, offset, size, chain, 0, kChunk}, out, &n)) return false;
-    out.resize(n);
+    LocalReads::KeptRead k{{0, id.ino, id.index, offset, size, chain, 0, kChunk}, out};
+    reader.read_kept(std::span(&k, 1));
+    if (!k.done) return false;
+    out.resize(k.length);
     return true;
 }
 
