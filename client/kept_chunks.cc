@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -43,7 +44,17 @@ KeptChunk::~KeptChunk() {
     if (map) ::munmap(map, map_len);
 }
 
-KeptChunks::KeptChunks() : sweeper_([this] { sweep_loop(); }) {}
+namespace {
+// kMaxKept, or a quarter of the soft limit on descriptors where that is lower (at least 16):
+// the process's own files come first.
+size_t max_kept_for_descriptors() {
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return KeptChunks::kMaxKept;
+    return std::clamp<size_t>(static_cast<size_t>(rl.rlim_cur / 4), 16, KeptChunks::kMaxKept);
+}
+} // namespace
+
+KeptChunks::KeptChunks() : max_kept_(max_kept_for_descriptors()), sweeper_([this] { sweep_loop(); }) {}
 
 KeptChunks::~KeptChunks() {
     {
@@ -78,7 +89,7 @@ void KeptChunks::keep(std::shared_ptr<const KeptChunk> c) {
         std::lock_guard lock(mu_);
         const Key key{c->ino, c->index, c->rank};
         first = chunks_.empty();
-        if (chunks_.size() >= kMaxKept && !chunks_.count(key)) {
+        if (chunks_.size() >= max_kept_ && !chunks_.count(key)) {
             auto oldest = std::min_element(chunks_.begin(), chunks_.end(), [](const auto& a, const auto& b) {
                 return a.second->last_read.load(std::memory_order_relaxed) < b.second->last_read.load(std::memory_order_relaxed);
             });

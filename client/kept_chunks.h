@@ -18,12 +18,13 @@
 // Only unreplicated chunks are kept: whether a replica may be read here depends on the chain
 // table and CRAQ's state as well, which only its daemon can tell (local_read_socket.h).
 //
-// A kept chunk holds its file, mapped, and the pages it read mapped: neither a deleted chunk's
-// space nor those pages can go (drop_caches and POSIX_FADV_DONTNEED pass mapped pages by)
-// until it is dropped. A file's chunks are dropped when its last handle in this process closes
-// (drop_file), as an open file's space is held anyway; a thread drops chunks whose stamp
-// moved, whose daemon went away, or that were not read for kIdle, every kSweep while any is
-// kept; and no more than kMaxKept are kept.
+// A kept chunk holds its file open and mapped, and the pages it read mapped: neither
+// a deleted chunk's space nor those pages can go (drop_caches and POSIX_FADV_DONTNEED pass
+// mapped pages by) until it is dropped. A file's chunks are dropped when its last handle in
+// this process closes (drop_file), as an open file's space is held anyway; a thread drops
+// chunks whose stamp moved, whose daemon went away, or that were not read for kIdle, every
+// kSweep while any is kept; and no more are kept than kMaxKept, or a quarter of
+// the process's descriptor limit where that is lower (each holds one).
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -80,7 +81,7 @@ private:
     uint64_t data_offset_;
 };
 
-// A chunk as its daemon described it, its file mapped.
+// A chunk as its daemon described it, its file open and mapped.
 struct KeptChunk {
     uint32_t rank = 0;
     uint64_t ino = 0, index = 0;
@@ -89,10 +90,15 @@ struct KeptChunk {
     std::vector<uint32_t> crcs;  // of every block, from block 0
     std::vector<uint32_t> holes; // indexes of blocks never written, ascending
     std::shared_ptr<const ChunkStampsView> stamps;
+    transport::UniqueFd file;       // the chunk's file, read-only (cachestat asks of it)
+    uint64_t data_offset = 0;       // where the chunk's bytes start in it
     const uint8_t* bytes = nullptr; // bytes[i]: byte i of the chunk, in the mapping
     void* map = nullptr;
     size_t map_len = 0;
     mutable std::atomic<int64_t> last_read{0}; // steady clock, ns
+    KeptChunk() = default;
+    KeptChunk(const KeptChunk&) = delete;
+    KeptChunk& operator=(const KeptChunk&) = delete;
     ~KeptChunk();
     // Nothing changed the chunk since it was described (an atomic load).
     bool unchanged() const { return stamps->stamp(ino) == stamp; }
@@ -112,7 +118,7 @@ public:
     // The chunk if kept and unchanged (one kept but changed is dropped); whether its daemon
     // still runs, the reader asks after its copy (KeptChunk::current).
     std::shared_ptr<const KeptChunk> find(uint32_t rank, uint64_t ino, uint64_t index);
-    // Keeps c (in place of any kept for the same chunk); the least lately read goes past kMaxKept.
+    // Keeps c (in place of any kept for the same chunk); the least lately read goes past the most kept.
     void keep(std::shared_ptr<const KeptChunk> c);
     // Drops c if it is the one kept for its chunk.
     void drop(const KeptChunk& c);
@@ -127,6 +133,7 @@ private:
     std::condition_variable wake_;
     std::map<Key, std::shared_ptr<const KeptChunk>> chunks_;
     bool stop_ = false;
+    const size_t max_kept_;
     std::thread sweeper_;
 };
 

@@ -27,7 +27,7 @@
 // the one case left, and an I/O error of the disk while the mapping is read is another.
 //
 // A range of an unreplicated chunk is read from what was kept of the chunk when it was read
-// before (kept_chunks.h: its checksums and its file mapped, while the daemon's stamp of it
+// before (kept_chunks.h: its checksums and its file, while the daemon's stamp of it
 // says nothing changed), with no question to the daemon. Other ranges ask for a descriptor per
 // piece read.
 //
@@ -224,7 +224,7 @@ private:
     // Daemon `rank`'s chunk stamps, asked for on a connection of their own at the first call
     // (again after the daemon went away, at most every few seconds); null: none.
     std::shared_ptr<const ChunkStampsView> stamps_of(uint32_t rank);
-    // The chunk of r as described whole in `reply`, its file mapped: to keep (null: not usable).
+    // The chunk of r as described whole in `reply`, with its file: to keep (null: not usable).
     std::shared_ptr<const KeptChunk> kept_chunk(const Range& r, Result<transport::LocalReply> reply,
                                                 std::shared_ptr<const ChunkStampsView> stamps) const;
     // The chunk of r described from its file, opened by name in the daemon's chunk directory

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -822,6 +824,28 @@ TEST_F(LocalReadsTest, AKeptChunkWithACorruptBlockIsDroppedAndNotRead) {
     EXPECT_EQ(reader->kept_chunks(), 0u);
     const Status s = read_locally(id, 3 * kBlock, 10, got);
     EXPECT_EQ(s.code(), Code::io) << s.to_string();
+}
+
+// Each kept chunk holds its file open: a process with a low limit on descriptors keeps no more
+// than a quarter of it, the least lately read going first.
+TEST_F(LocalReadsTest, KeptChunksTakeNoMoreThanAQuarterOfTheDescriptorLimit) {
+    struct rlimit was {};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &was), 0);
+    struct rlimit low = was;
+    low.rlim_cur = 100;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto limited = std::make_unique<LocalReads>(secret, 1);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &was), 0);
+    const auto data = pattern(kBlock, 30);
+    std::vector<uint8_t> got;
+    for (uint64_t i = 0; i < 40; ++i) {
+        const ChunkId id{0x3400 + i, 0};
+        ASSERT_TRUE(store->write(id, 0, data).ok());
+        ASSERT_TRUE(read_kept(*limited, id, 0, kBlock, got)) << i;
+        EXPECT_EQ(got, data);
+    }
+    EXPECT_EQ(limited->kept_chunks(), 25u);
+    EXPECT_EQ(reader->kept_chunks(), 0u);
 }
 
 // Replicated chunks are never kept (whether this copy may be read depends on the chain table
