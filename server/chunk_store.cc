@@ -83,7 +83,7 @@ Status for_each_chunk_in(const std::string& dir, Fn fn) {
 // daemon of another version refuses the directory rather than reading chunks it would take for
 // corrupt (every block would fail its checksum).
 constexpr char kLayoutFile[] = "/.layout";
-constexpr char kLayoutMark[] = "jobfs chunk layout 2: one file per chunk, 128 KiB of CRC32C entries, then the bytes\n";
+constexpr char kLayoutMark[] = "jobfs chunk layout 3: one file per chunk, CRC32C entries, the bytes from 2 MiB on\n";
 
 // A shortened chunk is written under its name plus this, then renamed over it (truncate).
 // chunk_of_name does not take such a name for a chunk.

@@ -248,8 +248,9 @@ TEST(ChunkStore, EachChunkIsOneFileWithItsBytesAfterTheChecksums) {
 }
 
 // A directory of chunks in another layout (an older jobfs's: a .crc file beside each chunk, no
-// layout mark; or another version's mark) is refused at open, with the reason, and left as it
-// is; a new directory is marked and opens again.
+// layout mark; or another version's mark, such as layout 2's, whose bytes started at 128 KiB)
+// is refused at open, with the reason, and left as it is; a new directory is marked and opens
+// again.
 TEST(ChunkStore, ChunksOfAnotherLayoutAreRefusedAtOpen) {
     TempDir d;
     {
@@ -272,10 +273,13 @@ TEST(ChunkStore, ChunksOfAnotherLayoutAreRefusedAtOpen) {
     EXPECT_FALSE(fs::exists(old.path() + "/chunks/.layout")); // not marked: still refused next time
     EXPECT_FALSE(ChunkStore::open(old.path(), kChunk).ok());
 
-    std::ofstream(d.path() + "/chunks/.layout", std::ios::trunc) << "jobfs chunk layout 3: something else\n";
+    std::ofstream(d.path() + "/chunks/.layout", std::ios::trunc)
+        << "jobfs chunk layout 2: one file per chunk, 128 KiB of CRC32C entries, then the bytes\n";
     auto other = ChunkStore::open(d.path(), kChunk);
     ASSERT_FALSE(other.ok());
-    EXPECT_NE(other.status().message().find("jobfs chunk layout 3"), std::string::npos) << other.status().to_string();
+    EXPECT_EQ(other.status().code(), Code::invalid);
+    EXPECT_NE(other.status().message().find("jobfs chunk layout 2"), std::string::npos) << other.status().to_string();
+    EXPECT_NE(other.status().message().find("another jobfs version"), std::string::npos) << other.status().to_string();
 }
 
 TEST(ChunkStore, HolesAreNotAllocatedAndReadAsZeros) {

@@ -869,7 +869,9 @@ TEST_F(LocalReadsTest, ReplicatedChunksAndReadersThatKeepNothingAskEveryTime) {
 TEST_F(LocalReadsTest, AKeptChunkIsNotReadWhereItsPagesAreNotInThePageCache) {
     const ChunkId id{0x3005, 0};
     const auto data = pattern(4 * kBlock, 25);
-    ASSERT_TRUE(store->write(id, 0, data).ok());
+    // A block a write: each in a folio of its own in the page cache (a folio of which a page is
+    // mapped stays whole, and one write of all four made one folio of them).
+    for (uint64_t b = 0; b < 4; ++b) ASSERT_TRUE(store->write(id, b * kBlock, std::span(data).subspan(b * kBlock, kBlock)).ok());
     std::vector<uint8_t> got;
     ASSERT_TRUE(read_kept(*reader, id, 0, kBlock, got));
     reader->forget_kept(id.ino); // unmapped: its pages may go
