@@ -273,7 +273,7 @@ bool cached(int fd, uint64_t off, uint64_t len) { return in_page_cache(fd, off, 
 // cachestat, which looks at each folio of the page cache once, where mincore looks up every
 // 4 KiB page not mapped yet (8 % of a process's CPU reading 1 MiB of every other chunk once,
 // cachestat 0.7 %, session 39); mincore where the kernel has no cachestat.
-bool resident(int fd, uint64_t off, uint64_t len, const uint8_t* mapped) {
+bool in_memory(int fd, uint64_t off, uint64_t len, const uint8_t* mapped) {
     if (const std::optional<bool> in = in_page_cache(fd, off, len)) return *in;
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     const auto* aligned = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(mapped) / page * page);
@@ -415,7 +415,7 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
 
 std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r,
                                                                    std::shared_ptr<const ChunkStampsView> stamps,
-                                                                   bool* cold) const {
+                                                                   bool* cold, bool* resident) const {
     if (keep_chunks_ != KeepChunks::opened || stamps->dir() < 0) return nullptr;
     // The stamp before anything is looked at, and no change under way: what is read below is
     // whole, and stands while the stamp does (server/chunk_stamps.h).
@@ -435,10 +435,12 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r
     if (r.offset < held) {
         const uint64_t from = r.offset / kBlock * kBlock;
         const uint64_t to = std::min<uint64_t>((std::min(r.offset + r.length, held) - 1) / kBlock * kBlock + kBlock, held);
-        if (!in_page_cache(fd.get(), at + from, to - from).value_or(true)) { // unknown: mincore tells later
+        const std::optional<bool> in = in_page_cache(fd.get(), at + from, to - from);
+        if (in && !*in) {
             *cold = true;
             return nullptr;
         }
+        *resident = in.has_value(); // unknown: read_from asks mincore
     }
     // The entries with pread, not through the mapping: a fault there on a page not cached
     // would read the disk around it, up to read_ahead_kb, chunk bytes too (a direct reader's
@@ -453,7 +455,7 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r
     return make_kept(r, stamp, held, std::move(crcs), std::move(holes), std::move(stamps), std::move(fd), size, at);
 }
 
-bool LocalReads::read_from(const KeptChunk& c, KeptRead& k) {
+bool LocalReads::read_from(const KeptChunk& c, KeptRead& k, bool resident) {
     const Range& r = k.range;
     const uint64_t held = c.held > r.offset ? std::min<uint64_t>(r.length, c.held - r.offset) : 0;
     if (held == 0) {
@@ -462,7 +464,7 @@ bool LocalReads::read_from(const KeptChunk& c, KeptRead& k) {
     }
     // Bytes not in the page cache go the way of cold reads (read into it ahead, in large pages).
     const uint64_t from = r.offset / kBlock * kBlock, to = std::min<uint64_t>((r.offset + held - 1) / kBlock * kBlock + kBlock, c.held);
-    if (!resident(c.file.get(), c.data_offset + from, to - from, c.bytes + from)) return false;
+    if (!resident && !in_memory(c.file.get(), c.data_offset + from, to - from, c.bytes + from)) return false;
     const int64_t bad = copy_checked(c.bytes, c.held, r.offset, k.out.first(held), c.crcs, c.holes, 0);
     // A change that began during the copy moved the stamp: what was copied may be part old,
     // part new (a block that fails its check, or one that passes with bytes no longer there).
@@ -500,10 +502,10 @@ void LocalReads::read_kept(std::span<KeptRead> reads) {
         auto st = stamps_of(r.rank);
         if (!st) continue;
         // Where this process may open the chunk's file, it describes the chunk itself.
-        bool cold = false;
-        if (auto c = kept_chunk_from_file(r, st, &cold)) {
+        bool cold = false, resident = false;
+        if (auto c = kept_chunk_from_file(r, st, &cold, &resident)) {
             kept_->keep(c);
-            (void)read_from(*c, reads[i]);
+            (void)read_from(*c, reads[i], resident);
             continue;
         }
         if (cold) continue; // read as cold ranges are (open, read)

@@ -230,12 +230,13 @@ private:
     // The chunk of r described from its file, opened by name in the daemon's chunk directory
     // (local_read_socket.h, LocalOp::chunk_dir), with no question to the daemon: null where the
     // file cannot be opened (not there, not ours), or a change of the file's chunks is under way,
-    // and with *cold set where the range is not all in the page cache (a cold read).
+    // and with *cold set where the range is not all in the page cache (a cold read); *resident
+    // where it is all there (the kernel could tell: read_from need not ask again).
     std::shared_ptr<const KeptChunk> kept_chunk_from_file(const Range& r, std::shared_ptr<const ChunkStampsView> stamps,
-                                                          bool* cold) const;
+                                                          bool* cold, bool* resident) const;
     // Reads k from kept chunk c (see read_kept); false: not so (c dropped if it failed its check
-    // or changed meanwhile).
-    bool read_from(const KeptChunk& c, KeptRead& k);
+    // or changed meanwhile). `resident`: k's range was just seen all in the page cache.
+    bool read_from(const KeptChunk& c, KeptRead& k, bool resident = false);
     // Sends reqs[i] to daemon to[i] (a rank past the job's daemons: not sent, answered invalid), each
     // before the first answer is awaited, on one connection per daemon held from the first
     // question to the last answer (taken in rank order: two readers never wait for each other).
