@@ -406,8 +406,9 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
     if (::fstat(reply->fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != h.file_dev ||
         static_cast<uint64_t>(st.st_ino) != h.file_ino || static_cast<uint64_t>(st.st_size) < h.data_offset + h.held)
         return nullptr;
-    // mincore tells whether a file's pages are in the page cache only to its owner (and root):
-    // to others it says which are mapped by this process, and a kept chunk would never be read.
+    // cachestat and mincore tell whether a file's pages are in the page cache only to its owner
+    // (and root): cachestat refuses others, mincore says which pages this process maps, and a
+    // kept chunk would never be read.
     if (st.st_uid != ::geteuid() && ::geteuid() != 0) return nullptr;
     return make_kept(r, h.stamp, h.held, std::move(reply->crcs), std::move(reply->holes), std::move(stamps),
                      std::move(reply->fd), h.data_offset + h.held, h.data_offset);
