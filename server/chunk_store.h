@@ -82,8 +82,8 @@ public:
     // and 2 MiB so that the chunk's bytes have in the file the alignment they have in the
     // chunk, up to the page cache's largest folio: a 1 MiB write at a 1 MiB boundary lands in
     // one 1 MiB folio, as in a local file, and a 2 MiB one in a folio that a mapping takes
-    // with one page-table entry (at 128 KiB, 1 MiB writes landed in folios of 128-512 KiB, and
-    // every read through a mapping faulted in a page table entry per 4 KiB). 1 MiB read
+    // with one page-table entry (at 128 KiB, 1 MiB writes landed in folios of 128-512 KiB,
+    // each of which the faults of a read through a mapping and munmap handle apart). 1 MiB read
     // through a fresh mapping and unmapped: 55-58 us from a 2 MiB folio, 92-100 from the
     // 128 KiB-1 MiB ones the old offset gave; 8 processes reading 1 MiB of every 8th MiB of a
     // 1 GiB checkpoint (bench ckpt's strided read), 8 runs each, alternating: median 9500 MB/s
