@@ -336,6 +336,14 @@ int64_t copy_checked(const uint8_t* chunk, uint64_t held, uint64_t offset, std::
     return -1;
 }
 
+// Whether this process may keep a chunk whose file is st: cachestat and mincore tell whether
+// a file's pages are in the page cache only to its owner (and root): cachestat refuses others,
+// mincore says which pages this process maps, and a kept chunk would never be read.
+bool ours(const struct stat& st) {
+    const uid_t me = ::geteuid();
+    return me == 0 || st.st_uid == me;
+}
+
 // A chunk to keep: r's, with its stamp, length, checksums and holes, and its file fd, of
 // `size` bytes, mapped whole, the chunk's bytes from `data_offset` on, never touched past the
 // chunk's end (the daemon does not shorten a chunk file in place: chunk_store.h). Only pages
@@ -406,10 +414,7 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
     if (::fstat(reply->fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != h.file_dev ||
         static_cast<uint64_t>(st.st_ino) != h.file_ino || static_cast<uint64_t>(st.st_size) < h.data_offset + h.held)
         return nullptr;
-    // cachestat and mincore tell whether a file's pages are in the page cache only to its owner
-    // (and root): cachestat refuses others, mincore says which pages this process maps, and a
-    // kept chunk would never be read.
-    if (st.st_uid != ::geteuid() && ::geteuid() != 0) return nullptr;
+    if (!ours(st)) return nullptr;
     return make_kept(r, h.stamp, h.held, std::move(reply->crcs), std::move(reply->holes), std::move(stamps),
                      std::move(reply->fd), h.data_offset + h.held, h.data_offset);
 }
@@ -426,7 +431,7 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r
     transport::UniqueFd fd(::openat(stamps->dir(), name.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return nullptr; // no such chunk (the daemon says what it holds), or not ours to open
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return nullptr;
+    if (::fstat(fd.get(), &st) != 0 || !ours(st)) return nullptr;
     const uint64_t size = static_cast<uint64_t>(st.st_size), at = stamps->data_offset();
     if (size <= at || size - at > r.chunk_size) return nullptr;
     const uint64_t held = size - at, blocks = (held - 1) / kBlock + 1;
