@@ -421,7 +421,7 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk(const Range& r, Result<t
 
 std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r,
                                                                    std::shared_ptr<const ChunkStampsView> stamps,
-                                                                   bool* cold, bool* resident) const {
+                                                                   std::optional<bool>* cached) const {
     if (keep_chunks_ != KeepChunks::opened || stamps->dir() < 0) return nullptr;
     // The stamp before anything is looked at, and no change under way: what is read below is
     // whole, and stands while the stamp does (server/chunk_stamps.h).
@@ -441,12 +441,8 @@ std::shared_ptr<const KeptChunk> LocalReads::kept_chunk_from_file(const Range& r
     if (r.offset < held) {
         const uint64_t from = r.offset / kBlock * kBlock;
         const uint64_t to = std::min<uint64_t>((std::min(r.offset + r.length, held) - 1) / kBlock * kBlock + kBlock, held);
-        const std::optional<bool> in = in_page_cache(fd.get(), at + from, to - from);
-        if (in && !*in) {
-            *cold = true;
-            return nullptr;
-        }
-        *resident = in.has_value(); // unknown: read_from asks mincore
+        *cached = in_page_cache(fd.get(), at + from, to - from);
+        if (*cached == false) return nullptr; // unknown (nullopt): read_from asks mincore
     }
     // The entries with pread, not through the mapping: a fault there on a page not cached
     // would read the disk around it, up to read_ahead_kb, chunk bytes too (a direct reader's
@@ -508,13 +504,13 @@ void LocalReads::read_kept(std::span<KeptRead> reads) {
         auto st = stamps_of(r.rank);
         if (!st) continue;
         // Where this process may open the chunk's file, it describes the chunk itself.
-        bool cold = false, resident = false;
-        if (auto c = kept_chunk_from_file(r, st, &cold, &resident)) {
+        std::optional<bool> cached;
+        if (auto c = kept_chunk_from_file(r, st, &cached)) {
             kept_->keep(c);
-            (void)read_from(*c, reads[i], resident);
+            (void)read_from(*c, reads[i], cached == true);
             continue;
         }
-        if (cold) continue; // read as cold ranges are (open, read)
+        if (cached == false) continue; // read as cold ranges are (open, read)
         Range whole = r;
         whole.offset = 0;
         whole.length = r.chunk_size;

@@ -229,11 +229,11 @@ private:
                                                 std::shared_ptr<const ChunkStampsView> stamps) const;
     // The chunk of r described from its file, opened by name in the daemon's chunk directory
     // (local_read_socket.h, LocalOp::chunk_dir), with no question to the daemon: null where the
-    // file cannot be opened (not there, not ours), or a change of the file's chunks is under way,
-    // and with *cold set where the range is not all in the page cache (a cold read); *resident
-    // where it is all there (the kernel could tell: read_from need not ask again).
+    // file cannot be opened (not there, not ours), a change of the file's chunks is under way,
+    // or the range is not all in the page cache (a cold read). *cached: whether it
+    // is all there, as far as the kernel could tell (nullopt: it could not, or nothing looked).
     std::shared_ptr<const KeptChunk> kept_chunk_from_file(const Range& r, std::shared_ptr<const ChunkStampsView> stamps,
-                                                          bool* cold, bool* resident) const;
+                                                          std::optional<bool>* cached) const;
     // Reads k from kept chunk c (see read_kept); false: not so (c dropped if it failed its check
     // or changed meanwhile). `resident`: k's range was just seen all in the page cache.
     bool read_from(const KeptChunk& c, KeptRead& k, bool resident = false);
