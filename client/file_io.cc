@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "block_crc.h"
+#include "crc32c_copy.h"
 #include "client/cluster.h"
 #include "log.h"
 #include "daemon_protocol.h"
@@ -262,13 +263,13 @@ Status FileIO::pwrite(uint64_t ino, const Layout& layout, uint64_t offset, std::
         return Status(Code::too_large, "write past the largest file offset");
     const std::vector<ChunkPiece> split = split_range(offset, data.size(), layout.chunk_size);
     std::vector<HeldWrite::Piece> pieces(split.size());
-    // The writer's checksums, computed once: every replica checks them before storing.
-    std::vector<std::vector<uint32_t>> crcs(split.size());
     for (size_t i = 0; i < split.size(); ++i) {
         pieces[i].where = split[i];
         pieces[i].bytes = data.subspan(split[i].offset_in_buffer, split[i].length);
-        crcs[i] = transport::block_crcs(split[i].offset_in_chunk, pieces[i].bytes);
     }
+    // The writer's checksums, each taken once as its piece is first sent (as it is copied into
+    // the write arena, where it goes there): every replica checks them before storing.
+    std::vector<std::vector<uint32_t>> crcs(split.size());
     return write_pieces(ino, layout, pieces, crcs);
 }
 
@@ -301,15 +302,16 @@ Result<std::unique_ptr<FileIO::HeldWrite>> FileIO::hold(uint64_t ino, const Layo
         HeldWrite::Piece& piece = h->pieces_[i];
         piece.where = split[i];
         const auto src = data.subspan(split[i].offset_in_buffer, split[i].length);
-        h->crcs_[i] = transport::block_crcs(split[i].offset_in_chunk, src);
         if (arena && src.size() >= kMinArenaWrite) {
             const Chain chain = write_chain(ino, split[i].chunk_index, layout, t);
             if (chain.length > 0 && local_->arena_token(chain.head()) != 0) piece.region = arena->allocate(src.size());
         }
         if (piece.region) {
-            std::memcpy(piece.region->data, src.data(), src.size());
+            // Copied and checksummed in one pass over the caller's bytes.
+            h->crcs_[i] = transport::block_crcs_copy(split[i].offset_in_chunk, {piece.region->data, src.size()}, src);
             piece.bytes = {piece.region->data, src.size()};
         } else {
+            h->crcs_[i] = transport::block_crcs(split[i].offset_in_chunk, src);
             copied += src.size();
         }
     }
@@ -330,7 +332,7 @@ Result<std::unique_ptr<FileIO::HeldWrite>> FileIO::hold(uint64_t ino, const Layo
 Status FileIO::pwrite(HeldWrite& held) const { return write_pieces(held.ino_, held.layout_, held.pieces_, held.crcs_); }
 
 Status FileIO::write_pieces(uint64_t ino, const Layout& layout, std::vector<HeldWrite::Piece>& pieces,
-                            const std::vector<std::vector<uint32_t>>& crcs) const {
+                            std::vector<std::vector<uint32_t>>& crcs) const {
     std::vector<Status> status(pieces.size(), Status(Code::internal, "not written"));
     // Pieces whose head runs on this node go through the write arena (write_arena.h) unless it
     // is full or the daemon lost track of it; arena_gone: it did, send the bytes instead.
@@ -358,23 +360,29 @@ Status FileIO::write_pieces(uint64_t ino, const Layout& layout, std::vector<Held
             CallOptions o;
             o.timeout = timeout_;
             const auto bytes = pieces[i].bytes;
-            proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(chain), crcs[i],
-                                         0, t.version};
             if (!fan.acquire()) break;
             // A held piece names its own region (kept until the write is done: a later round
             // may need its bytes); any other takes a region for this call only.
             HeldWrite::Piece* held = pieces[i].region ? &pieces[i] : nullptr;
             std::optional<WriteArena::Region> region;
-            if (arena && !no_arena[i] && p.length >= kMinArenaWrite && (req.arena = local_->arena_token(rank)) != 0) {
+            const uint64_t token = arena && !no_arena[i] && p.length >= kMinArenaWrite ? local_->arena_token(rank) : 0;
+            if (token != 0) {
                 if (held) {
                     region = held->region;
-                } else {
-                    region = arena->allocate(p.length);
-                    if (region) std::memcpy(region->data, bytes.data(), bytes.size());
+                } else if ((region = arena->allocate(p.length))) {
+                    // Copied and, the first time, checksummed in one pass over the caller's bytes.
+                    const std::span<uint8_t> to(region->data, bytes.size());
+                    if (crcs[i].empty()) crcs[i] = transport::block_crcs_copy(p.offset_in_chunk, to, bytes);
+                    else std::memcpy(to.data(), bytes.data(), bytes.size());
                 }
-                if (!region) req.arena = 0;
             }
-            if (region) req.arena_offset = region->offset;
+            if (crcs[i].empty()) crcs[i] = transport::block_crcs(p.offset_in_chunk, bytes);
+            proto::ChunkWriteRequest req{{ino, p.chunk_index}, p.offset_in_chunk, p.length, chain_ranks(chain), crcs[i],
+                                         0, t.version};
+            if (region) {
+                req.arena = token;
+                req.arena_offset = region->offset;
+            }
             else o.bulk_out = bytes;
             const Endpoint ep = endpoint(rank);
             rpc::call_async<proto::ChunkWrite>(ep, req, o, [this, finish = fan.completion(), slot = &status[i], gone = &arena_gone[i], arena, region, held, token = req.arena, ep, ref = PieceRef{"chunk write", ino, p.chunk_index, rank}](Result<proto::Empty> r, size_t) {

@@ -166,9 +166,10 @@ public:
 
 private:
     Status check(const Layout& layout) const;
-    // The rounds of a write (both pwrites): its pieces, with their bytes and checksums.
+    // The rounds of a write (both pwrites): its pieces, with their bytes and checksums (an
+    // empty crcs[i]: piece i's, taken as it is first sent).
     Status write_pieces(uint64_t ino, const Layout& layout, std::vector<HeldWrite::Piece>& pieces,
-                        const std::vector<std::vector<uint32_t>>& crcs) const;
+                        std::vector<std::vector<uint32_t>>& crcs) const;
     // Called while chunk calls are slow to come back: refreshes the table and aborts the
     // connections to daemons it has offline, so that calls waiting for a daemon cut off by a
     // partition or hung (no reply, yet a connection that looks alive) fail now and are retried

@@ -50,7 +50,10 @@ endif
 UNIT_LIBS = ucx-transport/libjobfs_transport.la $(GTEST_LIBS) $(ISAL_LIBS)
 UNIT_FLAGS = $(AM_CXXFLAGS) $(GTEST_CFLAGS) $(ISAL_CFLAGS)
 
-check_PROGRAMS += tests/unit/wire_test tests/unit/transport_test tests/helpers/transport_peer
+check_PROGRAMS += tests/unit/wire_test tests/unit/transport_test tests/helpers/transport_peer tests/unit/crc32c_copy_test
+tests_unit_crc32c_copy_test_SOURCES = tests/unit/crc32c_copy_test.cc
+tests_unit_crc32c_copy_test_CXXFLAGS = $(UNIT_FLAGS)
+tests_unit_crc32c_copy_test_LDADD = $(UNIT_LIBS) -lgtest_main
 tests_unit_wire_test_SOURCES = tests/unit/wire_test.cc tests/unit/test_messages.h
 tests_unit_wire_test_CXXFLAGS = $(UNIT_FLAGS)
 tests_unit_wire_test_LDADD = $(UNIT_LIBS) -lgtest_main
@@ -65,7 +68,7 @@ tests_helpers_transport_peer_SOURCES = tests/helpers/transport_peer.cc tests/uni
 tests_helpers_transport_peer_CXXFLAGS = $(AM_CXXFLAGS) $(ISAL_CFLAGS)
 tests_helpers_transport_peer_LDADD = ucx-transport/libjobfs_transport.la $(ISAL_LIBS)
 
-TESTS += tests/unit/wire_test tests/unit/transport_test
+TESTS += tests/unit/wire_test tests/unit/transport_test tests/unit/crc32c_copy_test
 
 # server/ parts
 SERVER_UNIT_LIBS = server/libjobfs_server.la $(UNIT_LIBS)

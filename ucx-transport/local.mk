@@ -6,6 +6,7 @@ ucx_transport_libjobfs_transport_la_SOURCES = \
 	ucx-transport/log.h ucx-transport/log.cc \
 	ucx-transport/wire.h \
 	ucx-transport/block_crc.h \
+	ucx-transport/crc32c_copy.h ucx-transport/crc32c_copy.cc \
 	ucx-transport/placement.h \
 	ucx-transport/frame.h ucx-transport/frame.cc \
 	ucx-transport/transport_protocol.h \
@@ -17,6 +18,6 @@ ucx_transport_libjobfs_transport_la_SOURCES = \
 	ucx-transport/local_read_socket.h ucx-transport/local_read_socket.cc \
 	ucx-transport/rpc.h \
 	ucx-transport/daemon_protocol.h
-ucx_transport_libjobfs_transport_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS)
-ucx_transport_libjobfs_transport_la_LIBADD = $(UCX_LIBS) -lpthread
+ucx_transport_libjobfs_transport_la_CXXFLAGS = $(AM_CXXFLAGS) $(UCX_CFLAGS) $(ISAL_CFLAGS)
+ucx_transport_libjobfs_transport_la_LIBADD = $(UCX_LIBS) $(ISAL_LIBS) -lpthread
 EXTRA_DIST += ucx-transport/README.md
