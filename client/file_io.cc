@@ -306,25 +306,26 @@ Result<std::unique_ptr<FileIO::HeldWrite>> FileIO::hold(uint64_t ino, const Layo
             const Chain chain = write_chain(ino, split[i].chunk_index, layout, t);
             if (chain.length > 0 && local_->arena_token(chain.head()) != 0) piece.region = arena->allocate(src.size());
         }
+        // Each piece is copied and checksummed in one pass over the caller's bytes.
         if (piece.region) {
-            // Copied and checksummed in one pass over the caller's bytes.
             h->crcs_[i] = transport::block_crcs_copy(split[i].offset_in_chunk, {piece.region->data, src.size()}, src);
             piece.bytes = {piece.region->data, src.size()};
         } else {
-            h->crcs_[i] = transport::block_crcs(split[i].offset_in_chunk, src);
             copied += src.size();
         }
     }
-    // The rest in one buffer, reserved first so that the spans into it stay valid (and not
-    // zeroed first: on this kind of VM touching fresh pages costs more than the copy).
-    h->copy_.reserve(copied);
+    // The rest in one buffer (not zeroed first: on this kind of VM touching fresh pages costs
+    // more than the copy).
+    if (copied > 0) h->copy_ = std::make_unique_for_overwrite<uint8_t[]>(copied);
+    size_t at = 0;
     for (size_t i = 0; i < split.size(); ++i) {
         HeldWrite::Piece& piece = h->pieces_[i];
         if (piece.region) continue;
         const auto src = data.subspan(split[i].offset_in_buffer, split[i].length);
-        const size_t at = h->copy_.size();
-        h->copy_.insert(h->copy_.end(), src.begin(), src.end());
-        piece.bytes = {h->copy_.data() + at, src.size()};
+        const std::span<uint8_t> to(h->copy_.get() + at, src.size());
+        h->crcs_[i] = transport::block_crcs_copy(split[i].offset_in_chunk, to, src);
+        piece.bytes = to;
+        at += src.size();
     }
     return h;
 }

@@ -84,7 +84,7 @@ public:
         Layout layout_;
         std::vector<Piece> pieces_;
         std::vector<std::vector<uint32_t>> crcs_;
-        std::vector<uint8_t> copy_;
+        std::unique_ptr<uint8_t[]> copy_; // the pieces not held in the arena, one after another
         std::shared_ptr<LocalReads> local_; // owns the arena
     };
     // Copies `data` (see HeldWrite); pwrite(*held) then writes it as pwrite above would.
