@@ -1,12 +1,12 @@
 // crc32c_copy.h: copy bytes and take their CRC32C in one pass over them.
 //
-// Why: a client copies each write piece held for write-behind into its write arena
-// (client/file_io, write_arena.h) and takes its CRC32Cs, which every replica checks. ISA-L's
-// CRC and then memcpy read the caller's bytes twice, from memory both times for pieces larger
-// than the CPU's caches; one loop that loads 64 bytes, stores them and folds them into the CRC
-// (VPCLMULQDQ, AVX-512) reads them once: 4 MiB pieces of a 128 MiB buffer into a 32 MiB arena,
-// one core, 10.9-15.2 GB/s against 9.4-10.1 (session 40). The result is bit for bit ISA-L's
-// crc32_iscsi (tests/unit/crc32c_copy_test).
+// Why: a client copies a write piece into its write arena (client/file_io, write_arena.h), or
+// into a buffer of its own to write it later (write-behind), and takes its CRC32Cs, which
+// every replica checks. ISA-L's CRC and then memcpy read the caller's bytes twice, from memory
+// both times for pieces larger than the CPU's caches; one loop that loads 64 bytes, stores
+// them and folds them into the CRC (VPCLMULQDQ, AVX-512) reads them once: 4 MiB pieces of a
+// 128 MiB buffer into a 32 MiB arena, one core, 10.9-15.2 GB/s against 9.4-10.1 (session 40).
+// The result is bit for bit ISA-L's crc32_iscsi (tests/unit/crc32c_copy_test).
 #pragma once
 
 #include <cstdint>
