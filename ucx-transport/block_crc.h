@@ -9,6 +9,7 @@
 
 #include <isa-l/crc.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -23,32 +24,35 @@ inline uint32_t crc32c(std::span<const uint8_t> data, uint32_t before = 0) {
     return crc32_iscsi(const_cast<unsigned char*>(data.data()), static_cast<int>(data.size()), before);
 }
 
+// Calls fn(done, n) for each piece of a range of `size` bytes at `chunk_offset` within its
+// chunk, cut at the chunk's block boundaries: bytes [done, done + n) of the range.
+template <class Fn>
+void for_each_block_piece(uint64_t chunk_offset, uint64_t size, Fn&& fn) {
+    for (uint64_t done = 0; done < size;) {
+        const uint64_t n = std::min<uint64_t>(kCrcBlock - (chunk_offset + done) % kCrcBlock, size - done);
+        fn(done, n);
+        done += n;
+    }
+}
+
 // CRC32C of each piece of `data`, which sits at `chunk_offset` within its chunk.
 inline std::vector<uint32_t> block_crcs(uint64_t chunk_offset, std::span<const uint8_t> data) {
     std::vector<uint32_t> out;
     out.reserve(data.size() / kCrcBlock + 2);
-    uint64_t done = 0;
-    while (done < data.size()) {
-        const uint64_t pos = chunk_offset + done;
-        const uint64_t n = std::min<uint64_t>(kCrcBlock - pos % kCrcBlock, data.size() - done);
-        out.push_back(crc32c(data.subspan(done, n)));
-        done += n;
-    }
+    for_each_block_piece(chunk_offset, data.size(), [&](uint64_t done, uint64_t n) { out.push_back(crc32c(data.subspan(done, n))); });
     return out;
 }
 
 // The index of the first piece whose checksum does not match, or -1 when all do (and their
 // number is right).
 inline int64_t first_bad_block(uint64_t chunk_offset, std::span<const uint8_t> data, const std::vector<uint32_t>& crcs) {
-    uint64_t done = 0;
     size_t i = 0;
-    while (done < data.size()) {
-        const uint64_t pos = chunk_offset + done;
-        const uint64_t n = std::min<uint64_t>(kCrcBlock - pos % kCrcBlock, data.size() - done);
-        if (i >= crcs.size() || crc32c(data.subspan(done, n)) != crcs[i]) return static_cast<int64_t>(i);
-        done += n;
+    int64_t bad = -1;
+    for_each_block_piece(chunk_offset, data.size(), [&](uint64_t done, uint64_t n) {
+        if (bad < 0 && (i >= crcs.size() || crc32c(data.subspan(done, n)) != crcs[i])) bad = static_cast<int64_t>(i);
         ++i;
-    }
+    });
+    if (bad >= 0) return bad;
     return i == crcs.size() ? -1 : static_cast<int64_t>(i);
 }
 

@@ -11,8 +11,6 @@
 // from 0) is the CRC of everything: the CRC is linear and each step kept the remainder.
 #include "crc32c_copy.h"
 
-#include <isa-l/crc.h>
-
 #include <cstring>
 
 #include "block_crc.h"
@@ -25,10 +23,8 @@
 namespace jobfs::transport {
 
 uint32_t crc32c_copy_portable(std::span<uint8_t> out, std::span<const uint8_t> in, uint32_t before) {
-    if (in.empty()) return before;
-    const uint32_t crc = crc32_iscsi(const_cast<unsigned char*>(in.data()), static_cast<int>(in.size()), before);
-    std::memcpy(out.data(), in.data(), in.size());
-    return crc;
+    if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());
+    return crc32c(in, before);
 }
 
 #ifdef JOBFS_CRC32C_COPY_X86
@@ -143,12 +139,9 @@ uint32_t crc32c_copy(std::span<uint8_t> out, std::span<const uint8_t> in, uint32
 std::vector<uint32_t> block_crcs_copy(uint64_t chunk_offset, std::span<uint8_t> out, std::span<const uint8_t> in) {
     std::vector<uint32_t> crcs;
     crcs.reserve(in.size() / kCrcBlock + 2);
-    uint64_t done = 0;
-    while (done < in.size()) {
-        const uint64_t n = std::min<uint64_t>(kCrcBlock - (chunk_offset + done) % kCrcBlock, in.size() - done);
+    for_each_block_piece(chunk_offset, in.size(), [&](uint64_t done, uint64_t n) {
         crcs.push_back(crc32c_copy(out.subspan(done, n), in.subspan(done, n)));
-        done += n;
-    }
+    });
     return crcs;
 }
 

@@ -1,5 +1,6 @@
 // crc32c_copy_test: the one-pass copy gives ISA-L's CRC32C bit for bit and copies every byte,
-// at every length, alignment and starting CRC; block_crcs_copy cuts where block_crcs does.
+// at every length, alignment and starting CRC; block_crcs_copy cuts where block_crcs does, and
+// first_bad_block names the first piece that does not match.
 #include <gtest/gtest.h>
 #include <isa-l/crc.h>
 
@@ -99,6 +100,25 @@ TEST(Crc32cCopy, BlockCrcsCopyCutsWhereBlockCrcsDoes) {
             }
         }
     }
+}
+
+// first_bad_block (block_crc.h, whose cut at block boundaries block_crcs_copy shares): the
+// first piece that does not match, or a count of checksums that does not match the pieces.
+TEST(Crc32cCopy, FirstBadBlockNamesTheFirstPieceThatDoesNotMatch) {
+    const std::vector<uint8_t> data = random_bytes(3 * kCrcBlock + 10, 4);
+    const uint64_t at = kCrcBlock - 100; // four pieces: 100 bytes, two whole blocks, the rest
+    const std::vector<uint32_t> good = block_crcs(at, data);
+    ASSERT_EQ(good.size(), 4u);
+    EXPECT_EQ(first_bad_block(at, data, good), -1);
+    std::vector<uint32_t> bad = good;
+    bad[2] ^= 1;
+    EXPECT_EQ(first_bad_block(at, data, bad), 2);
+    bad[1] ^= 1;
+    EXPECT_EQ(first_bad_block(at, data, bad), 1);
+    EXPECT_EQ(first_bad_block(at, data, std::vector<uint32_t>(good.begin(), good.end() - 1)), 3); // one short
+    std::vector<uint32_t> more = good;
+    more.push_back(0);
+    EXPECT_EQ(first_bad_block(at, data, more), 4); // one too many
 }
 
 // The one-pass loop is what runs where the CPU has what it needs: the tests above then
