@@ -45,6 +45,9 @@ constexpr size_t kRndvThreshold = 64 * 1024;
 // WorkerOptions::set_up_ticks), and after that (see next_timeout_ms).
 constexpr int kIdleTickMs = 100;
 constexpr int kRestTickMs = 2000;
+// Callers waiting this long with nobody polling UCX's event fd count as the poller role lost,
+// not a hand-over in progress (WorkerStats::unpolled_sleeps).
+constexpr milliseconds kUnpolledGap{kIdleTickMs / 2};
 // A call or an answer that takes longer than this is logged (once, where it ends), with how
 // far it got: the first thing to look at when a job stalls.
 constexpr milliseconds kSlowCall{5000};
@@ -266,6 +269,11 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     // their calls not done: stage-in's 8 writers made 19 thread switches per small object.)
     std::vector<int> caller_fds;
     int poller_fd = -1;
+    // Since when callers have waited with nobody polling (unset while someone polls or nobody
+    // waits). A hand-over from a leaving poller passes through this state for a moment (longer
+    // when the next thread is slow to be scheduled): only a gap of kUnpolledGap counts as the
+    // role lost (WorkerStats::unpolled_sleeps).
+    std::optional<Clock::time_point> unpolled_since;
     bool efd_in_epoll = true;
     // With busy polling, the last caller keeps the UCX event fd away from the progress thread
     // until this time, so that back-to-back calls do not wake it (see drive_until).
@@ -370,6 +378,10 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     void drive_until(const std::atomic<int>& done, Locked& l);
     // Gives the UCX event fd back to the progress thread, armed.
     void return_event_fd();
+    // Callers have waited kUnpolledGap or longer with nobody polling for them.
+    bool role_lost() const {
+        return poller_fd < 0 && unpolled_since && Clock::now() - *unpolled_since >= kUnpolledGap;
+    }
 
     // -- lifecycle (under mu) --
     Status init_ucx();
@@ -731,7 +743,7 @@ void Worker::Impl::loop() {
         l.unlock();
         int n = epoll_wait(epfd, evs, 4, timeout);
         sleeping.store(false);
-        const bool unpolled = n == 0 && !efd_in_epoll;
+        const bool ran_out = n == 0;
         for (int i = 0; i < n; ++i) {
             if (evs[i].data.fd == wakefd) {
                 uint64_t v;
@@ -741,7 +753,7 @@ void Worker::Impl::loop() {
         }
         l.relock();
         st_wakeups++;
-        if (unpolled && callers_active > 0 && poller_fd < 0) st_unpolled_sleeps++;
+        if (ran_out && !efd_in_epoll && callers_active > 0 && role_lost()) st_unpolled_sleeps++;
     }
 }
 
@@ -759,7 +771,10 @@ void Worker::Impl::drive_until(const std::atomic<int>& done, Locked& l) {
         if (progress_once()) continue;
         if (done.load(std::memory_order_acquire) || stopped) break;
         if (Clock::now() < spin_until) continue;
-        if (poller_fd < 0) poller_fd = my_fd;
+        if (poller_fd < 0) {
+            poller_fd = my_fd;
+            unpolled_since.reset();
+        }
         const bool polls = poller_fd == my_fd;
         if (polls) {
             ucs_status_t s = ucp_worker_arm(worker);
@@ -778,14 +793,16 @@ void Worker::Impl::drive_until(const std::atomic<int>& done, Locked& l) {
         }
         l.relock();
         st_caller_wakeups++;
-        if (ready == 0 && !polls && poller_fd < 0) st_unpolled_sleeps++;
+        if (ready == 0 && !polls && role_lost()) st_unpolled_sleeps++;
     }
     caller_fds.erase(std::find(caller_fds.begin(), caller_fds.end(), my_fd));
     if (poller_fd == my_fd) poller_fd = -1;
     // Nobody polls, yet threads wait: the next one polls (it wakes, finds no poller, takes the
     // role). Also when this thread did not poll: it may be the one a leaving poller woke to
     // take the role over, its own call done meanwhile (a reply that came with the poller's).
+    if (caller_fds.empty()) unpolled_since.reset();
     if (poller_fd < 0 && !caller_fds.empty()) {
+        if (!unpolled_since) unpolled_since = Clock::now();
         uint64_t one = 1;
         ssize_t rc = ::write(caller_fds.front(), &one, sizeof one);
         (void)rc;

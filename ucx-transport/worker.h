@@ -180,7 +180,8 @@ struct WorkerStats {
     uint64_t wakeups = 0;          // times the progress thread returned from epoll_wait
     uint64_t caller_wakeups = 0;   // times a thread waiting for its own call returned from poll
     uint64_t unpolled_sleeps = 0;  // sleeps (of either) that ran out while callers held UCX's
-                                   // event fd and none polled it
+                                   // event fd and none had polled it for 50 ms (a hand-over
+                                   // from a leaving poller passes through "none" briefly)
     uint64_t malformed_frames = 0; // frames dropped because they failed validation
     uint64_t connections_accepted = 0;
 };
