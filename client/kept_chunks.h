@@ -26,6 +26,12 @@
 // kSweep while any is kept; and no more are kept than kMaxKept, or a quarter of
 // the process's descriptor limit where that is lower (each holds one).
 //
+// Room for those descriptors is made in the process's descriptor table up front
+// (reserve_descriptors): the kernel doubles the table when a descriptor past its end is
+// opened, and in a process with threads waits for an RCU grace period to do so (10-20 ms
+// here), which a reader would otherwise sit through in the middle of its reads (seen: the
+// 221st chunk one process kept, its 256th descriptor, took 13-19 ms to read, not 0.1).
+//
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
@@ -112,8 +118,16 @@ public:
     static constexpr std::chrono::milliseconds kIdle{5000};
     static constexpr std::chrono::milliseconds kSweep{1000};
 
-    KeptChunks();
+    KeptChunks(); // reserves descriptors for max_kept() chunks first
     ~KeptChunks(); // stops the sweeper, drops every chunk
+
+    // How many chunks may be kept: kMaxKept, or a quarter of the soft descriptor limit where
+    // that is lower (at least 16).
+    size_t max_kept() const { return max_kept_; }
+    // Grows this process's descriptor table to hold `count` more descriptors than the highest
+    // open now (within the soft limit): the table never shrinks, so opening them later does
+    // not grow it. Returns the table's size after (/proc/self/status FDSize).
+    static size_t reserve_descriptors(size_t count);
 
     // The chunk if kept and unchanged (one kept but changed is dropped); whether its daemon
     // still runs, the reader asks after its copy (KeptChunk::current).

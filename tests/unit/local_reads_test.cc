@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -849,6 +850,53 @@ TEST_F(LocalReadsTest, KeptChunksTakeNoMoreThanAQuarterOfTheDescriptorLimit) {
     // The reader made under this process's own limit keeps all 40 (where that limit allows).
     const uint64_t own = was.rlim_cur == RLIM_INFINITY ? 256 : std::clamp<uint64_t>(was.rlim_cur / 4, 16, 256);
     EXPECT_EQ(reader->kept_chunks(), std::min<uint64_t>(40, own));
+}
+
+// The size of this process's descriptor table (/proc/self/status FDSize).
+size_t descriptor_table_size() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("FDSize:", 0) == 0) return std::stoul(line.substr(7));
+    return 0;
+}
+
+// Room for every chunk a reader may keep is made in the descriptor table when the reader is
+// made: keeping them never grows the table, which in a process with threads waits for an RCU
+// grace period (a read of 1 MiB that took 13-19 ms instead of 0.1, at the 256th descriptor).
+// In a child process, whose table holds only what it has open (this one's has grown).
+TEST_F(LocalReadsTest, KeepingChunksNeverGrowsTheDescriptorTable) {
+    const auto data = pattern(kBlock, 31);
+    constexpr uint64_t kChunks = 300; // more than any reader keeps
+    for (uint64_t i = 0; i < kChunks; ++i) ASSERT_TRUE(store->write(ChunkId{0x3500 + i, 0}, 0, data).ok());
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        int failed = 0;
+        const size_t before_reader = descriptor_table_size();
+        {
+            LocalReads fresh(secret, 1);
+            const size_t made = descriptor_table_size();
+            std::vector<uint8_t> got;
+            for (uint64_t i = 0; i < kChunks; ++i)
+                if (!read_kept(fresh, ChunkId{0x3500 + i, 0}, 0, kBlock, got) || got != data) {
+                    std::fprintf(stderr, "chunk %llu: not read, or not its bytes\n", static_cast<unsigned long long>(i));
+                    failed = 1;
+                }
+            const size_t kept = fresh.kept_chunks(), after = descriptor_table_size();
+            std::fprintf(stderr, "descriptor table: %zu before the reader, %zu after it was made, %zu with %zu chunks kept\n",
+                         before_reader, made, after, kept);
+            struct rlimit rl {};
+            ::getrlimit(RLIMIT_NOFILE, &rl);
+            const uint64_t own = rl.rlim_cur == RLIM_INFINITY ? 256 : std::clamp<uint64_t>(rl.rlim_cur / 4, 16, 256);
+            if (kept != std::min(kChunks, own) || after != made) failed = 1;
+        }
+        std::_Exit(failed);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the table grew while chunks were kept (the child's lines above)";
 }
 
 // Replicated chunks are never kept (whether this copy may be read depends on the chain table
