@@ -10,7 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
+#include <climits>
 #include <cstdlib>
 
 namespace jobfs::client {
@@ -58,36 +58,28 @@ size_t max_kept_for_descriptors() {
 }
 } // namespace
 
-size_t KeptChunks::reserve_descriptors(size_t count) {
+void KeptChunks::reserve_descriptors(size_t count) {
     // The lowest free descriptor at or above `want` makes the table at least that large; it is
-    // closed at once. (fcntl tells nothing of the table's size: /proc does.)
+    // closed at once. (Where the limit is lower, the table grows as far as it lets.)
     struct rlimit rl {};
-    size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : SIZE_MAX;
+    const size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : INT_MAX;
     int highest = -1;
     if (DIR* d = ::opendir("/proc/self/fd")) {
         while (const dirent* e = ::readdir(d))
             if (e->d_name[0] != '.') highest = std::max(highest, std::atoi(e->d_name));
         ::closedir(d);
     }
-    const size_t want = std::min(static_cast<size_t>(highest + 1) + count, limit - 1);
-    if (const int fd = ::fcntl(0, F_DUPFD_CLOEXEC, static_cast<int>(want)); fd >= 0) ::close(fd);
-    else if (const int any = ::open("/dev/null", O_RDONLY | O_CLOEXEC); any >= 0) { // no descriptor 0
-        if (const int fd2 = ::fcntl(any, F_DUPFD_CLOEXEC, static_cast<int>(want)); fd2 >= 0) ::close(fd2);
-        ::close(any);
-    }
-    size_t size = 0;
-    if (FILE* f = std::fopen("/proc/self/status", "re")) {
-        char line[256];
-        while (std::fgets(line, sizeof line, f))
-            if (std::sscanf(line, "FDSize: %zu", &size) == 1) break;
-        std::fclose(f);
-    }
-    return size;
+    if (limit == 0) return;
+    const int want = static_cast<int>(std::min(static_cast<size_t>(highest + 1) + count, limit - 1));
+    const int any = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (any < 0) return;
+    if (const int fd = ::fcntl(any, F_DUPFD_CLOEXEC, want); fd >= 0) ::close(fd);
+    ::close(any);
 }
 
 KeptChunks::KeptChunks() : max_kept_(max_kept_for_descriptors()), sweeper_([this] { sweep_loop(); }) {
     // The chunks' descriptors, and as many again for what the process opens meanwhile.
-    (void)reserve_descriptors(2 * max_kept_);
+    reserve_descriptors(2 * max_kept_);
 }
 
 KeptChunks::~KeptChunks() {

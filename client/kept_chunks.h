@@ -118,16 +118,13 @@ public:
     static constexpr std::chrono::milliseconds kIdle{5000};
     static constexpr std::chrono::milliseconds kSweep{1000};
 
-    KeptChunks(); // reserves descriptors for max_kept() chunks first
+    KeptChunks(); // makes room in the descriptor table for the chunks it may keep
     ~KeptChunks(); // stops the sweeper, drops every chunk
 
-    // How many chunks may be kept: kMaxKept, or a quarter of the soft descriptor limit where
-    // that is lower (at least 16).
-    size_t max_kept() const { return max_kept_; }
     // Grows this process's descriptor table to hold `count` more descriptors than the highest
     // open now (within the soft limit): the table never shrinks, so opening them later does
-    // not grow it. Returns the table's size after (/proc/self/status FDSize).
-    static size_t reserve_descriptors(size_t count);
+    // not grow it.
+    static void reserve_descriptors(size_t count);
 
     // The chunk if kept and unchanged (one kept but changed is dropped); whether its daemon
     // still runs, the reader asks after its copy (KeptChunk::current).
