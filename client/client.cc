@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "client/kept_chunks.h"
 #include "log.h"
 
 namespace jobfs::client {
@@ -71,6 +72,9 @@ Result<std::unique_ptr<Client>> Client::connect(const ClusterInfo& cluster, cons
     c->timeout_ = options.timeout;
     c->dir_cache_ttl_ = options.dir_cache_ttl;
     c->write_behind_bytes_ = options.write_behind_bytes;
+    // Before the worker's threads start: growing the descriptor table then waits for nothing
+    // (kept_chunks.h).
+    if (options.local_reads) KeptChunks::reserve_descriptors();
     transport::WorkerOptions wo;
     wo.shared_memory = false; // every daemon is reached by host:port
     wo.name = "libjobfs." + std::to_string(getpid());

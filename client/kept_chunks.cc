@@ -58,9 +58,11 @@ size_t max_kept_for_descriptors() {
 }
 } // namespace
 
-void KeptChunks::reserve_descriptors(size_t count) {
-    // The lowest free descriptor at or above `want` makes the table at least that large; it is
+void KeptChunks::reserve_descriptors() {
+    // The chunks' descriptors, and as many again for what the process opens meanwhile. The
+    // lowest free descriptor at or above `want` makes the table at least that large; it is
     // closed at once. (Where the limit is lower, the table grows as far as it lets.)
+    const size_t count = 2 * max_kept_for_descriptors();
     struct rlimit rl {};
     const size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : INT_MAX;
     int highest = -1;
@@ -78,8 +80,7 @@ void KeptChunks::reserve_descriptors(size_t count) {
 }
 
 KeptChunks::KeptChunks() : max_kept_(max_kept_for_descriptors()), sweeper_([this] { sweep_loop(); }) {
-    // The chunks' descriptors, and as many again for what the process opens meanwhile.
-    reserve_descriptors(2 * max_kept_);
+    reserve_descriptors(); // nothing to do where Client::connect did it (the table is large enough)
 }
 
 KeptChunks::~KeptChunks() {

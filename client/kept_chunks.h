@@ -30,7 +30,8 @@
 // (reserve_descriptors): the kernel doubles the table when a descriptor past its end is
 // opened, and in a process with threads waits for an RCU grace period to do so (10-20 ms
 // here), which a reader would otherwise sit through in the middle of its reads (seen: the
-// 221st chunk one process kept, its 256th descriptor, took 13-19 ms to read, not 0.1).
+// 221st chunk one process kept, its 256th descriptor, took 13-19 ms to read, not 0.1). The
+// client grows it before it starts its threads, so that not every connect waits instead.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -121,10 +122,11 @@ public:
     KeptChunks(); // makes room in the descriptor table for the chunks it may keep
     ~KeptChunks(); // stops the sweeper, drops every chunk
 
-    // Grows this process's descriptor table to hold `count` more descriptors than the highest
-    // open now (within the soft limit): the table never shrinks, so opening them later does
-    // not grow it.
-    static void reserve_descriptors(size_t count);
+    // Grows this process's descriptor table to hold twice as many descriptors as a reader
+    // keeps chunks, more than the highest open now (within the soft limit): the table never
+    // shrinks, so keeping them later does not grow it. Done before the process has threads,
+    // it waits for nothing: Client::connect calls it before it starts any.
+    static void reserve_descriptors();
 
     // The chunk if kept and unchanged (one kept but changed is dropped); whether its daemon
     // still runs, the reader asks after its copy (KeptChunk::current).
