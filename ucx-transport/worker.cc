@@ -743,7 +743,6 @@ void Worker::Impl::loop() {
         l.unlock();
         int n = epoll_wait(epfd, evs, 4, timeout);
         sleeping.store(false);
-        const bool ran_out = n == 0;
         for (int i = 0; i < n; ++i) {
             if (evs[i].data.fd == wakefd) {
                 uint64_t v;
@@ -753,7 +752,7 @@ void Worker::Impl::loop() {
         }
         l.relock();
         st_wakeups++;
-        if (ran_out && !efd_in_epoll && callers_active > 0 && role_lost()) st_unpolled_sleeps++;
+        if (n == 0 && role_lost()) st_unpolled_sleeps++; // (callers wait: the event fd is theirs)
     }
 }
 
